@@ -1,0 +1,1 @@
+"""The Cython core: automaton, vocabulary trie, matcher, mask cache and bitmask kernels."""

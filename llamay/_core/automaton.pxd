@@ -1,0 +1,74 @@
+# cython: language_level=3
+"""The compiled pushdown automaton: flat arrays, and the byte step over configurations.
+
+A configuration is the automaton's whole state along one path: the current NFA state, the
+counter of the current frame, the frame below (an index into a matcher's frame arena, or
+BOTTOM / CTX), and the whitespace spent so far. A set of configurations is the state of a
+(possibly ambiguous) grammar after some bytes.
+"""
+
+from libc.stdint cimport int32_t, uint8_t, uint32_t
+
+cdef enum:
+    ACCEPT = -1      # Config.state of "the document is complete"
+    BOTTOM = -1      # Config.parent of the root frame
+    CTX = -2         # Config.parent in context-independent walks: "the frames below are unknown"
+    F_NEED_CTX = 1   # a path popped into CTX or needed the whitespace budget
+    F_OVERFLOW = 2   # more than MAX_CONFIGURATIONS configurations, or out of memory
+
+ctypedef struct Config:
+    int32_t state
+    int32_t counter
+    int32_t parent
+    int32_t ws
+
+ctypedef struct Frame:
+    int32_t ret
+    int32_t counter
+    int32_t parent
+
+ctypedef struct Tables:
+    int32_t n_states
+    int32_t ws_budget          # -1: unbounded
+    const int32_t* b_start
+    const uint8_t* b_lo
+    const uint8_t* b_hi
+    const int32_t* b_tgt
+    const uint8_t* b_ws
+    const uint32_t* byteset    # 8 words per state: the bytes any edge of the state accepts
+    const int32_t* x_start
+    const int32_t* x_kind
+    const int32_t* x_arg
+    const int32_t* x_tgt
+    const uint8_t* final
+    const int32_t* state_rule
+    const int32_t* rule_start
+    const int32_t* rule_min
+    const int32_t* rule_max
+
+ctypedef struct Arena:
+    Config* cfg
+    int32_t cfg_len
+    int32_t cfg_cap
+    Frame* frames
+    int32_t n_frames
+    int32_t frames_cap
+    int32_t step_frames        # first frame created in the current step (frame sharing)
+    Config* work
+    int32_t work_cap
+    int32_t max_configs
+
+cdef int arena_init(Arena* a, int32_t max_configs) noexcept nogil
+cdef void arena_free(Arena* a) noexcept nogil
+cdef int32_t closure(const Tables* t, Arena* a, Config c, int32_t out_start, int* flags) noexcept nogil
+cdef int32_t step(const Tables* t, Arena* a, int32_t src, int32_t n, uint8_t byte, bint ci, int* flags) noexcept nogil
+
+cdef class CompiledGrammar:
+    cdef Tables t
+    cdef dict _arrays
+    cdef object _byteset
+    cdef readonly list rule_names
+    cdef public list warnings
+    cdef readonly object whitespace_budget
+    cdef public object _mask_caches
+    cdef object __weakref__

@@ -1,0 +1,256 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""Byte steps over sets of configurations.
+
+Theory of operation. ``step`` takes every configuration of a set through one byte: each
+byte edge of its state that matches is followed, then ``closure`` expands the result until
+every configuration sits on a state that reads bytes (or is ACCEPT). Closure follows the
+three special edges (CALL pushes a frame, INC/EXIT drive the frame counter) and pops a frame
+whenever a final state is reached. Results are appended to the arena's configuration
+buffer, deduplicated, so a caller keeps several sets side by side (one per trie depth).
+Frames are shared within a step when identical, and never freed during one: callers
+truncate ``n_frames`` and ``cfg_len`` to undo speculative work.
+"""
+
+from libc.stdlib cimport free, malloc, realloc
+
+import numpy as np
+
+CALL = 1
+INC = 2
+EXIT = 3
+
+
+cdef int arena_init(Arena* a, int32_t max_configs) noexcept nogil:
+    a.cfg_cap = 256
+    a.frames_cap = 256
+    a.work_cap = 256
+    a.cfg = <Config*> malloc(a.cfg_cap * sizeof(Config))
+    a.frames = <Frame*> malloc(a.frames_cap * sizeof(Frame))
+    a.work = <Config*> malloc(a.work_cap * sizeof(Config))
+    a.cfg_len = 0
+    a.n_frames = 0
+    a.step_frames = 0
+    a.max_configs = max_configs
+    return 0 if (a.cfg != NULL and a.frames != NULL and a.work != NULL) else -1
+
+
+cdef void arena_free(Arena* a) noexcept nogil:
+    free(a.cfg)
+    free(a.frames)
+    free(a.work)
+    a.cfg = NULL
+    a.frames = NULL
+    a.work = NULL
+
+
+cdef inline bint _grow(void** buf, int32_t* cap, int32_t need, size_t item) noexcept nogil:
+    cdef int32_t new_cap = cap[0]
+    cdef void* p
+    if need <= new_cap:
+        return True
+    while new_cap < need:
+        new_cap *= 2
+    p = realloc(buf[0], new_cap * item)
+    if p == NULL:
+        return False
+    buf[0] = p
+    cap[0] = new_cap
+    return True
+
+
+cdef inline bint _same(Config x, Config y) noexcept nogil:
+    return x.state == y.state and x.counter == y.counter and x.parent == y.parent and x.ws == y.ws
+
+
+cdef inline int _emit(Arena* a, Config c, int32_t out_start, int* flags) noexcept nogil:
+    cdef int32_t i
+    for i in range(out_start, a.cfg_len):
+        if _same(a.cfg[i], c):
+            return 0
+    if a.cfg_len - out_start >= a.max_configs or not _grow(<void**> &a.cfg, &a.cfg_cap, a.cfg_len + 1, sizeof(Config)):
+        flags[0] |= F_OVERFLOW
+        return -1
+    a.cfg[a.cfg_len] = c
+    a.cfg_len += 1
+    return 0
+
+
+cdef inline int32_t _frame(Arena* a, int32_t ret, int32_t counter, int32_t parent, int* flags) noexcept nogil:
+    cdef int32_t i
+    for i in range(a.step_frames, a.n_frames):
+        if a.frames[i].ret == ret and a.frames[i].counter == counter and a.frames[i].parent == parent:
+            return i
+    if not _grow(<void**> &a.frames, &a.frames_cap, a.n_frames + 1, sizeof(Frame)):
+        flags[0] |= F_OVERFLOW
+        return -1
+    a.frames[a.n_frames].ret = ret
+    a.frames[a.n_frames].counter = counter
+    a.frames[a.n_frames].parent = parent
+    a.n_frames += 1
+    return a.n_frames - 1
+
+
+cdef inline void _push_seen(Arena* a, Config y, int32_t* seen, int* flags) noexcept nogil:
+    cdef int32_t i
+    for i in range(seen[0]):
+        if _same(a.work[i], y):
+            return
+    if seen[0] >= a.max_configs or not _grow(<void**> &a.work, &a.work_cap, seen[0] + 1, sizeof(Config)):
+        flags[0] |= F_OVERFLOW
+        return
+    a.work[seen[0]] = y
+    seen[0] += 1
+
+
+cdef int32_t closure(const Tables* t, Arena* a, Config c, int32_t out_start, int* flags) noexcept nogil:
+    """Expand ``c`` onto byte-reading states, appending to the set that starts at ``out_start``."""
+    cdef int32_t seen = 1, done = 0, j, s, k, f, r
+    cdef Config x, y
+    # work[0:seen] holds every configuration reached; work[done:seen] is still to expand
+    a.work[0] = c
+    while done < seen:
+        x = a.work[done]
+        done += 1
+        s = x.state
+        if t.b_start[s + 1] > t.b_start[s]:
+            if _emit(a, x, out_start, flags) < 0:
+                return -1
+        if t.final[s]:
+            if x.parent == BOTTOM:
+                y.state = ACCEPT
+                y.counter = 0
+                y.parent = BOTTOM
+                y.ws = 0
+                if _emit(a, y, out_start, flags) < 0:
+                    return -1
+            elif x.parent == CTX:
+                flags[0] |= F_NEED_CTX
+            else:
+                f = x.parent
+                y.state = a.frames[f].ret
+                y.counter = a.frames[f].counter
+                y.parent = a.frames[f].parent
+                y.ws = x.ws
+                _push_seen(a, y, &seen, flags)
+        for j in range(t.x_start[s], t.x_start[s + 1]):
+            k = t.x_kind[j]
+            y = x
+            if k == 1:      # CALL: push a frame returning to the target, enter the rule
+                f = _frame(a, t.x_tgt[j], x.counter, x.parent, flags)
+                if f < 0:
+                    return -1
+                y.state = t.rule_start[t.x_arg[j]]
+                y.counter = 0
+                y.parent = f
+            elif k == 2:    # INC: one more iteration, if under max
+                r = t.state_rule[s]
+                if x.counter >= t.rule_max[r]:
+                    continue
+                y.state = t.x_tgt[j]
+                y.counter = x.counter + 1
+            else:           # EXIT: leave the repetition, if at least min iterations
+                r = t.state_rule[s]
+                if x.counter < t.rule_min[r]:
+                    continue
+                y.state = t.x_tgt[j]
+            _push_seen(a, y, &seen, flags)
+        if flags[0] & F_OVERFLOW:
+            return -1
+    return 0
+
+
+cdef int32_t step(const Tables* t, Arena* a, int32_t src, int32_t n, uint8_t byte, bint ci, int* flags) noexcept nogil:
+    """Configurations ``cfg[src:src+n]`` after ``byte``, appended to the buffer; returns their count.
+
+    ``ci`` (context-independent walk): whitespace edges under a finite budget set
+    F_NEED_CTX instead of being taken, since the budget spent lives in the real context.
+    """
+    cdef int32_t out_start = a.cfg_len, i, e, s
+    cdef Config c, y
+    a.step_frames = a.n_frames
+    for i in range(src, src + n):
+        c = a.cfg[i]
+        s = c.state
+        if s < 0 or not (t.byteset[s * 8 + (byte >> 5)] >> (byte & 31)) & 1:
+            continue
+        for e in range(t.b_start[s], t.b_start[s + 1]):
+            if t.b_lo[e] > byte:
+                break
+            if byte > t.b_hi[e]:
+                continue
+            y = c
+            if t.b_ws[e] and t.ws_budget >= 0:
+                if ci:
+                    flags[0] |= F_NEED_CTX
+                    continue
+                if c.ws >= t.ws_budget:
+                    continue
+                y.ws = c.ws + 1
+            y.state = t.b_tgt[e]
+            if closure(t, a, y, out_start, flags) < 0:
+                return 0
+    return a.cfg_len - out_start
+
+
+cdef void _fill_byteset(const int32_t[::1] start, const uint8_t[::1] lo, const uint8_t[::1] hi,
+                        uint32_t[::1] out, int32_t n) noexcept:
+    cdef int32_t s, e, b
+    for s in range(n):
+        for e in range(start[s], start[s + 1]):
+            for b in range(lo[e], hi[e] + 1):
+                out[s * 8 + (b >> 5)] |= (<uint32_t> 1) << (b & 31)
+
+
+_FIELDS = ("b_start", "b_lo", "b_hi", "b_tgt", "b_ws", "x_start", "x_kind", "x_arg", "x_tgt", "final",
+           "state_rule", "rule_start", "rule_min", "rule_max")
+
+
+cdef class CompiledGrammar:
+    """An immutable automaton: flat typed arrays, shared by every matcher and thread.
+
+    Built by ``llamay.lowering`` from IR rules; ``warnings`` lists what the source asked
+    for and the automaton does not enforce. Token-mask caches per vocabulary hang off it.
+    """
+
+    def __init__(self, dict arrays, int ws_budget, list rule_names, list warnings):
+        cdef int32_t n = len(arrays["final"])
+        cdef dict keep = {}
+        for name in _FIELDS:
+            arr = np.ascontiguousarray(arrays[name])
+            if arr.size == 0:  # a zero-length array has no data pointer to borrow
+                arr = np.zeros(1, arr.dtype)
+            keep[name] = arr
+        byteset = np.zeros(max(n, 1) * 8, np.uint32)
+        _fill_byteset(keep["b_start"], keep["b_lo"], keep["b_hi"], byteset, n)
+        self._arrays = keep
+        self._byteset = byteset
+        self.t.n_states = n
+        self.t.ws_budget = ws_budget
+        self.t.b_start = <const int32_t*> <size_t> keep["b_start"].ctypes.data
+        self.t.b_lo = <const uint8_t*> <size_t> keep["b_lo"].ctypes.data
+        self.t.b_hi = <const uint8_t*> <size_t> keep["b_hi"].ctypes.data
+        self.t.b_tgt = <const int32_t*> <size_t> keep["b_tgt"].ctypes.data
+        self.t.b_ws = <const uint8_t*> <size_t> keep["b_ws"].ctypes.data
+        self.t.byteset = <const uint32_t*> <size_t> byteset.ctypes.data
+        self.t.x_start = <const int32_t*> <size_t> keep["x_start"].ctypes.data
+        self.t.x_kind = <const int32_t*> <size_t> keep["x_kind"].ctypes.data
+        self.t.x_arg = <const int32_t*> <size_t> keep["x_arg"].ctypes.data
+        self.t.x_tgt = <const int32_t*> <size_t> keep["x_tgt"].ctypes.data
+        self.t.final = <const uint8_t*> <size_t> keep["final"].ctypes.data
+        self.t.state_rule = <const int32_t*> <size_t> keep["state_rule"].ctypes.data
+        self.t.rule_start = <const int32_t*> <size_t> keep["rule_start"].ctypes.data
+        self.t.rule_min = <const int32_t*> <size_t> keep["rule_min"].ctypes.data
+        self.t.rule_max = <const int32_t*> <size_t> keep["rule_max"].ctypes.data
+        self.rule_names = rule_names
+        self.warnings = warnings
+        self.whitespace_budget = None if ws_budget < 0 else ws_budget
+        self._mask_caches = None
+        for arr in keep.values():
+            arr.flags.writeable = False
+
+    @property
+    def n_states(self):
+        return self.t.n_states
+
+    def __repr__(self):
+        return f"CompiledGrammar(states={self.t.n_states}, rules={len(self.rule_names)}, warnings={self.warnings!r})"

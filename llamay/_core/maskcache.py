@@ -1,0 +1,42 @@
+"""Token masks per automaton position, shared by every matcher of a (grammar, vocabulary) pair.
+
+A position is a state of the top frame (and its counter, folded where it cannot matter).
+Its entry holds the tokens the top frame alone accepts (a bitmask) and the few whose fate
+depends on the frames below or the whitespace budget (checked per step against the real
+stack). Entries are computed on first use, without the GIL, and inserted under it, so
+concurrent matchers at worst compute one twice. The cache stops growing at
+``limits.MASK_CACHE_BYTES``; positions past it are walked in full at every step.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+from .. import limits
+
+
+class MaskCache:
+    def __init__(self) -> None:
+        self.entries: dict[int, tuple] = {}
+        self.nbytes = 0
+
+    def get(self, key: int):
+        return self.entries.get(key)
+
+    def put(self, key: int, mask, undecided) -> bool:
+        size = mask.nbytes + undecided.nbytes
+        if self.nbytes + size > limits.MASK_CACHE_BYTES:
+            return False
+        self.entries[key] = (mask, undecided)
+        self.nbytes += size
+        return True
+
+
+def cache_for(grammar, vocab) -> MaskCache:
+    caches = grammar._mask_caches
+    if caches is None:
+        caches = grammar._mask_caches = weakref.WeakKeyDictionary()
+    cache = caches.get(vocab)
+    if cache is None:
+        cache = caches[vocab] = MaskCache()
+    return cache

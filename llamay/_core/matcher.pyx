@@ -1,0 +1,309 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""Per-request state: the configuration set after each accepted step, and token masks.
+
+The committed history is a stack of configuration sets in the arena (``h_*`` arrays give
+each step's set and frame count), so ``rollback(n)`` is a truncation and a rejected token
+or byte string leaves everything as it was. A mask for the current set is the OR, over its
+configurations, of the cached context-independent mask of the configuration's position,
+plus those undecided tokens that the real stack accepts.
+"""
+
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from libc.stdint cimport int32_t, uint8_t, uint32_t
+from libc.stdlib cimport free, realloc
+from libc.string cimport memset
+
+import numpy as np
+
+from .. import limits
+from ..errors import LlamayError, UsageError
+from .automaton cimport (ACCEPT, BOTTOM, CTX, F_OVERFLOW, Arena, CompiledGrammar, Config, Tables, arena_free,
+                         arena_init, closure)
+from .maskcache import cache_for
+from .trie cimport TokenTrie, TrieTables
+from .walk cimport IntVec, Levels, advance, levels_free, levels_reserve, push_config, walk
+
+
+cdef class Matcher:
+    """Constrains one generation to a compiled grammar over a vocabulary.
+
+    ``Matcher(grammar)`` without a vocabulary works on bytes only (``accept_bytes``).
+    Not thread-safe itself; any number of matchers may share a grammar and vocabulary
+    across threads. Mask fills release the GIL.
+    """
+
+    cdef CompiledGrammar g
+    cdef readonly object vocab
+    cdef TokenTrie trie
+    cdef object cache
+    cdef Arena a
+    cdef Levels lv
+    cdef IntVec cd
+    cdef int32_t committed
+    cdef int32_t* h_off
+    cdef int32_t* h_len
+    cdef int32_t* h_frames
+    cdef uint8_t* h_term
+    cdef int32_t n_steps
+    cdef int32_t h_cap
+    cdef int32_t n_words
+    cdef object _eos
+
+    def __cinit__(self, CompiledGrammar grammar, vocab=None):
+        if arena_init(&self.a, limits.MAX_CONFIGURATIONS) < 0:
+            raise MemoryError("matcher arena")
+        self.h_cap = 0
+
+    def __init__(self, CompiledGrammar grammar, vocab=None):
+        self.g = grammar
+        self.vocab = vocab
+        if vocab is not None:
+            self.trie = vocab.trie
+            self.cache = cache_for(grammar, vocab)
+            self.n_words = (vocab.size + 31) // 32
+            self._eos = frozenset(vocab.eos_ids)
+            if levels_reserve(&self.lv, self.trie.tr.max_depth) < 0:
+                raise MemoryError("matcher levels")
+        else:
+            self._eos = frozenset()
+        self.reset()
+
+    def __dealloc__(self):
+        arena_free(&self.a)
+        levels_free(&self.lv)
+        free(self.cd.data)
+        free(self.h_off)
+        free(self.h_len)
+        free(self.h_frames)
+        free(self.h_term)
+
+    # -- history ----------------------------------------------------------------------------
+    cdef void _push_step(self, int32_t off, int32_t n, bint term) except *:
+        cdef int32_t cap
+        if self.n_steps >= self.h_cap:
+            cap = max(64, self.h_cap * 2)
+            self.h_off = <int32_t*> realloc(self.h_off, cap * sizeof(int32_t))
+            self.h_len = <int32_t*> realloc(self.h_len, cap * sizeof(int32_t))
+            self.h_frames = <int32_t*> realloc(self.h_frames, cap * sizeof(int32_t))
+            self.h_term = <uint8_t*> realloc(self.h_term, cap * sizeof(uint8_t))
+            if self.h_off == NULL or self.h_len == NULL or self.h_frames == NULL or self.h_term == NULL:
+                raise MemoryError("matcher history")
+            self.h_cap = cap
+        self.h_off[self.n_steps] = off
+        self.h_len[self.n_steps] = n
+        self.h_frames[self.n_steps] = self.a.n_frames
+        self.h_term[self.n_steps] = term
+        self.n_steps += 1
+        self.committed = off + n
+        self.a.cfg_len = self.committed
+
+    def reset(self):
+        """Back to the start of the document."""
+        cdef Config c
+        cdef int flags = 0
+        self.a.cfg_len = 0
+        self.a.n_frames = 0
+        self.a.step_frames = 0
+        self.n_steps = 0
+        c.state = self.g.t.rule_start[0]
+        c.counter = 0
+        c.parent = BOTTOM
+        c.ws = 0
+        closure(&self.g.t, &self.a, c, 0, &flags)
+        if flags & F_OVERFLOW:
+            raise LlamayError("the grammar's start expands to too many configurations (limit MAX_CONFIGURATIONS)")
+        self._push_step(0, self.a.cfg_len, False)
+
+    def rollback(self, int n):
+        """Undo the last ``n`` accepted steps (tokens or ``accept_bytes`` calls)."""
+        if n < 0 or n > self.n_steps - 1:
+            raise UsageError(f"cannot roll back {n} steps: {self.n_steps - 1} were accepted")
+        self.n_steps -= n
+        self.committed = self.h_off[self.n_steps - 1] + self.h_len[self.n_steps - 1]
+        self.a.cfg_len = self.committed
+        self.a.n_frames = self.h_frames[self.n_steps - 1]
+
+    @property
+    def steps(self):
+        """How many steps ``rollback`` can undo."""
+        return self.n_steps - 1
+
+    # -- state ------------------------------------------------------------------------------
+    cpdef bint is_terminated(self):
+        return self.h_term[self.n_steps - 1]
+
+    cpdef bint is_accepting(self):
+        """Whether the bytes so far form a complete document (EOS would be allowed)."""
+        cdef int32_t i, off = self.h_off[self.n_steps - 1]
+        for i in range(off, off + self.h_len[self.n_steps - 1]):
+            if self.a.cfg[i].state == ACCEPT:
+                return True
+        return False
+
+    # -- advancing --------------------------------------------------------------------------
+    cdef bint _advance(self, const unsigned char* data, Py_ssize_t length) except -1:
+        cdef int flags = 0
+        cdef int32_t off = self.h_off[self.n_steps - 1], n = self.h_len[self.n_steps - 1], k
+        cdef int32_t frames0 = self.a.n_frames
+        with nogil:
+            k = advance(&self.g.t, &self.a, off, n, data, length, &flags)
+        if flags & F_OVERFLOW:
+            self.a.cfg_len = self.committed
+            self.a.n_frames = frames0
+            raise LlamayError("input is too ambiguous for this grammar (limit MAX_CONFIGURATIONS)")
+        if k == 0:
+            self.a.cfg_len = self.committed
+            self.a.n_frames = frames0
+            return False
+        self._push_step(self.committed, k, False)
+        return True
+
+    def accept_bytes(self, data) -> bool:
+        """Advance by ``data`` if every byte is accepted; otherwise change nothing and return False."""
+        cdef bytes b = bytes(data)
+        if self.is_terminated():
+            return False
+        if len(b) == 0:
+            return True
+        return self._advance(<const unsigned char*> PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b))
+
+    def accept_token(self, int token) -> bool:
+        """Advance by one token; False (and no change) when the grammar does not allow it."""
+        cdef TrieTables* tr
+        cdef int32_t start, end
+        if self.vocab is None:
+            raise UsageError("this matcher has no vocabulary: use accept_bytes, or pass one to Matcher()")
+        if not 0 <= token < self.vocab.size:
+            raise UsageError(f"token id {token} is outside the vocabulary of {self.vocab.size} tokens")
+        if self.is_terminated():
+            return False
+        if token in self._eos:
+            if not self.is_accepting():
+                return False
+            self._push_step(self.committed, 0, True)
+            # the terminated step keeps the set it ended on, so is_accepting stays true
+            self.h_off[self.n_steps - 1] = self.h_off[self.n_steps - 2]
+            self.h_len[self.n_steps - 1] = self.h_len[self.n_steps - 2]
+            return True
+        tr = &self.trie.tr
+        if token >= tr.n_tokens:
+            return False
+        start, end = tr.bytes_off[token], tr.bytes_off[token + 1]
+        if end == start:
+            return False
+        return self._advance(&tr.tok_bytes[start], end - start)
+
+    # -- masks ------------------------------------------------------------------------------
+    def fill_next_token_bitmask(self, bitmask, int index=0):
+        """Write the allowed tokens into ``bitmask`` (int32, ``ceil(V/32)`` words; or row ``index`` of a 2-D batch)."""
+        cdef uint32_t* out = self._mask_row(bitmask, index)
+        cdef int32_t i, off, n
+        cdef Config c
+        with nogil:
+            memset(out, 0, self.n_words * sizeof(uint32_t))
+        if self.is_terminated():
+            return
+        off = self.h_off[self.n_steps - 1]
+        n = self.h_len[self.n_steps - 1]
+        for i in range(n):
+            c = self.a.cfg[off + i]
+            if c.state == ACCEPT:
+                for e in self._eos:
+                    out[<int32_t> e >> 5] |= (<uint32_t> 1) << (<int32_t> e & 31)
+            else:
+                self._fill_from(c, out)
+
+    cdef uint32_t* _mask_row(self, bitmask, int index) except NULL:
+        if self.vocab is None:
+            raise UsageError("this matcher has no vocabulary: pass one to Matcher() to fill token masks")
+        if not isinstance(bitmask, np.ndarray) or bitmask.dtype != np.int32:
+            raise UsageError(f"bitmask must be a numpy int32 array (allocate_bitmask), got {_describe(bitmask)}")
+        if not bitmask.flags.c_contiguous or not bitmask.flags.writeable:
+            raise UsageError("bitmask must be a writeable C-contiguous array")
+        if bitmask.ndim == 1:
+            row = bitmask
+        elif bitmask.ndim == 2:
+            if not 0 <= index < bitmask.shape[0]:
+                raise UsageError(f"bitmask row {index} is outside the batch of {bitmask.shape[0]}")
+            row = bitmask[index]
+        else:
+            raise UsageError(f"bitmask must be 1-D or 2-D, got {bitmask.ndim} dimensions")
+        if row.shape[0] != self.n_words:
+            raise UsageError(
+                f"bitmask has {row.shape[0]} words; a vocabulary of {self.vocab.size} tokens needs {self.n_words}"
+            )
+        return <uint32_t*> <size_t> row.ctypes.data
+
+    cdef object _key(self, Config c):
+        """The cache key of a position: state and counter, the counter folded where it cannot matter."""
+        cdef const Tables* t = &self.g.t
+        cdef int32_t r = t.state_rule[c.state], cnt = c.counter
+        if t.rule_max[r] > 0 and cnt >= t.rule_min[r] and t.rule_max[r] - cnt > self.trie.tr.max_depth:
+            cnt = t.rule_min[r]
+        return (<long long> c.state << 32) | cnt
+
+    cdef int _fill_from(self, Config c, uint32_t* out) except -1:
+        cdef const uint32_t[::1] bits
+        cdef const int32_t[::1] undecided
+        cdef int32_t i, w, tok, n_und, frames0 = self.a.n_frames, base = self.a.cfg_len, k
+        cdef int flags = 0
+        cdef const TrieTables* tr = &self.trie.tr
+        key = self._key(c)
+        entry = self.cache.get(key)
+        if entry is None:
+            entry = self._build_entry(c, <int32_t> (key & 0xFFFFFFFF))
+        if entry is None:  # cache full: walk this position in full
+            self._walk_into(c, False, out)
+            return 0
+        bits = entry[0]
+        undecided = entry[1]
+        n_und = undecided.shape[0]
+        with nogil:
+            for w in range(self.n_words):
+                out[w] |= bits[w]
+            if n_und:
+                push_config(&self.a, c)
+                for i in range(n_und):
+                    tok = undecided[i]
+                    self.a.cfg_len = base + 1
+                    k = advance(&self.g.t, &self.a, base, 1, &tr.tok_bytes[tr.bytes_off[tok]],
+                                tr.bytes_off[tok + 1] - tr.bytes_off[tok], &flags)
+                    if k:
+                        out[tok >> 5] |= (<uint32_t> 1) << (tok & 31)
+                    self.a.n_frames = frames0
+                self.a.cfg_len = base
+        if flags & F_OVERFLOW:
+            raise LlamayError("input is too ambiguous for this grammar (limit MAX_CONFIGURATIONS)")
+        return 0
+
+    cdef object _build_entry(self, Config c, int32_t counter):
+        cdef Config start = c
+        start.counter = counter
+        start.parent = CTX
+        start.ws = 0
+        mask = np.zeros(self.n_words, np.uint32)
+        self.cd.len = 0
+        self._walk_into(start, True, <uint32_t*> <size_t> mask.ctypes.data)
+        undecided = np.array(<int32_t[:self.cd.len]> self.cd.data if self.cd.len else [], np.int32)
+        key = (<long long> c.state << 32) | counter
+        if not self.cache.put(key, mask, undecided):
+            return None
+        return (mask, undecided)
+
+    cdef int _walk_into(self, Config c, bint ci, uint32_t* out) except -1:
+        cdef int flags
+        cdef int32_t base = self.a.cfg_len
+        if not push_config(&self.a, c):
+            raise MemoryError("matcher arena")
+        with nogil:
+            flags = walk(&self.g.t, &self.a, &self.trie.tr, base, 1, ci, out, &self.cd if ci else NULL, &self.lv)
+        self.a.cfg_len = base
+        if flags & F_OVERFLOW:
+            raise LlamayError("input is too ambiguous for this grammar (limit MAX_CONFIGURATIONS)")
+        return 0
+
+
+def _describe(x):
+    if isinstance(x, np.ndarray):
+        return f"a {x.dtype} array"
+    return type(x).__name__

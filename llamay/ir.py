@@ -1,0 +1,140 @@
+"""The grammar IR every compiler targets: JSON Schema, GBNF, lexicon, any-JSON.
+
+A grammar is a set of named rules. A rule is an expression built from:
+
+- ``Bytes``: one byte from a set of ranges. ``whitespace=True`` marks structural
+  whitespace, which is charged against the document's whitespace budget;
+- ``Seq`` and ``Alt``: sequence and alternation (``Alt()`` is refused: it matches nothing);
+- ``Ref``: a reference to a named rule (recursion is what makes it a pushdown automaton);
+- ``Repeat``: ``item{min,max}``. Small bounds are unrolled into states; large ones run on a
+  counter held in the rule's stack frame, so ``[0-9]{1,4096}`` costs a handful of states.
+
+Expressions are immutable values; build them with the helpers below.
+``Grammar.compile`` lowers the rules onto the core's flat automaton (``llamay.lowering``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Union
+
+if TYPE_CHECKING:
+    from ._core.automaton import CompiledGrammar
+
+
+@dataclass(frozen=True, slots=True)
+class Bytes:
+    """One byte in any of ``ranges`` (inclusive ``(lo, hi)`` pairs)."""
+
+    ranges: tuple[tuple[int, int], ...]
+    whitespace: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Seq:
+    items: tuple[Expr, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Alt:
+    items: tuple[Expr, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Ref:
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Repeat:
+    """``item`` at least ``min`` and at most ``max`` times (``None``: unbounded)."""
+
+    item: Expr
+    min: int
+    max: int | None
+
+
+Expr = Union[Bytes, Seq, Alt, Ref, Repeat]
+
+EMPTY = Seq(())
+JSON_WHITESPACE = b" \t\n\r"
+
+
+def byte_range(lo: int, hi: int | None = None) -> Bytes:
+    return Bytes(((lo, lo if hi is None else hi),))
+
+
+def byte_set(values: bytes | list[int], *, whitespace: bool = False) -> Bytes:
+    """The bytes in ``values`` as a merged range set."""
+    return Bytes(merge_ranges((v, v) for v in values), whitespace)
+
+
+def merge_ranges(ranges) -> tuple[tuple[int, int], ...]:
+    out: list[list[int]] = []
+    for lo, hi in sorted(ranges):
+        if out and lo <= out[-1][1] + 1:
+            out[-1][1] = max(out[-1][1], hi)
+        else:
+            out.append([lo, hi])
+    return tuple((lo, hi) for lo, hi in out)
+
+
+def literal(text: bytes | str) -> Expr:
+    data = text.encode() if isinstance(text, str) else text
+    return seq(*(byte_range(b) for b in data))
+
+
+def seq(*items: Expr) -> Expr:
+    flat: list[Expr] = []
+    for item in items:
+        flat.extend(item.items if isinstance(item, Seq) else (item,))
+    return flat[0] if len(flat) == 1 else Seq(tuple(flat))
+
+
+def alt(*items: Expr) -> Expr:
+    flat: list[Expr] = []
+    for item in items:
+        for x in item.items if isinstance(item, Alt) else (item,):
+            if x not in flat:
+                flat.append(x)
+    return flat[0] if len(flat) == 1 else Alt(tuple(flat))
+
+
+def optional(item: Expr) -> Expr:
+    return Repeat(item, 0, 1)
+
+
+def star(item: Expr) -> Expr:
+    return Repeat(item, 0, None)
+
+
+def plus(item: Expr) -> Expr:
+    return Repeat(item, 1, None)
+
+
+def repeat(item: Expr, lo: int, hi: int | None) -> Expr:
+    return Repeat(item, lo, hi)
+
+
+def whitespace(chars: bytes = JSON_WHITESPACE) -> Bytes:
+    """One byte of structural whitespace, charged against the whitespace budget."""
+    return byte_set(chars, whitespace=True)
+
+
+class Grammar:
+    """A set of named rules under construction."""
+
+    def __init__(self) -> None:
+        self.rules: dict[str, Expr] = {}
+
+    def define(self, name: str, expr: Expr) -> Ref:
+        self.rules[name] = expr
+        return Ref(name)
+
+    def compile(
+        self, root: str = "root", *, whitespace_budget: int | None = None, warnings: list[str] | None = None
+    ) -> CompiledGrammar:
+        """Lower onto the core automaton; raises ``GrammarError`` naming the rule at fault."""
+        from .lowering import lower
+
+        return lower(self.rules, root, whitespace_budget=whitespace_budget, warnings=warnings or [])

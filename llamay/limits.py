@@ -1,0 +1,35 @@
+"""Every bound on untrusted input, in one place.
+
+Schemas, grammars and request bodies come from the network. Each bound below is
+checked where the work happens; exceeding one raises ``SchemaError`` (``keyword``
+set to the bound's name) or ``GrammarError`` naming it, never a hang.
+"""
+
+from __future__ import annotations
+
+#: Seconds one schema or grammar may take to compile (design section 8).
+COMPILE_SECONDS = 2.0
+
+#: Automaton states after lowering; nested repetitions that would unroll past this are refused.
+MAX_STATES = 500_000
+
+#: Largest ``{m,n}`` repetition bound a grammar may state (design section 5).
+MAX_REPEAT = 4096
+
+#: Nesting depth of a schema or grammar expression (guards the recursive compilers).
+MAX_DEPTH = 128
+
+#: Bytes of GBNF text or serialized JSON Schema accepted for compilation.
+MAX_SOURCE_BYTES = 1 << 20
+
+#: Simultaneous automaton configurations (an ambiguous grammar multiplies them).
+MAX_CONFIGURATIONS = 4096
+
+#: Bytes of cached token masks per (grammar, vocabulary) pair before new positions go uncached.
+MASK_CACHE_BYTES = 256 << 20
+
+#: Largest repetition unrolled into states; larger ones use a counter on the stack frame.
+UNROLL_STATES = 64
+
+#: Expanded size (states) up to which a non-recursive rule is inlined at each use.
+INLINE_STATES = 4096
