@@ -159,11 +159,14 @@ cdef int32_t closure(const Tables* t, Arena* a, Config c, int32_t out_start, int
     return 0
 
 
-cdef int32_t step(const Tables* t, Arena* a, int32_t src, int32_t n, uint8_t byte, bint ci, int* flags) noexcept nogil:
+cdef int32_t step(const Tables* t, Arena* a, int32_t src, int32_t n, uint8_t byte, bint ci, int32_t ws_cap,
+                  int* flags) noexcept nogil:
     """Configurations ``cfg[src:src+n]`` after ``byte``, appended to the buffer; returns their count.
 
-    ``ci`` (context-independent walk): whitespace edges under a finite budget set
-    F_NEED_CTX instead of being taken, since the budget spent lives in the real context.
+    Under a finite budget a whitespace edge is taken while ``Config.ws < ws_cap``. In a
+    context-independent walk (``ci``) ``ws`` counts from 0 and ``ws_cap`` is the part of
+    the real remaining budget the cache key records (at most WS_WINDOW): past it the
+    edge sets F_NEED_CTX, for the real context to decide.
     """
     cdef int32_t out_start = a.cfg_len, i, e, s
     cdef Config c, y
@@ -180,10 +183,9 @@ cdef int32_t step(const Tables* t, Arena* a, int32_t src, int32_t n, uint8_t byt
                 continue
             y = c
             if t.b_ws[e] and t.ws_budget >= 0:
-                if ci:
-                    flags[0] |= F_NEED_CTX
-                    continue
-                if c.ws >= t.ws_budget:
+                if c.ws >= ws_cap:
+                    if ci:
+                        flags[0] |= F_NEED_CTX
                     continue
                 y.ws = c.ws + 1
             y.state = t.b_tgt[e]

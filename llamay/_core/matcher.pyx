@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import limits
 from ..errors import LlamayError, UsageError
-from .automaton cimport (ACCEPT, BOTTOM, CTX, F_OVERFLOW, Arena, CompiledGrammar, Config, Tables, arena_free,
+from .automaton cimport (ACCEPT, BOTTOM, CTX, F_OVERFLOW, WS_WINDOW, Arena, CompiledGrammar, Config, Tables, arena_free,
                          arena_init, closure)
 from .maskcache import cache_for
 from .trie cimport TokenTrie, TrieTables
@@ -234,13 +234,20 @@ cdef class Matcher:
             )
         return <uint32_t*> <size_t> row.ctypes.data
 
-    cdef object _key(self, Config c):
-        """The cache key of a position: state and counter, the counter folded where it cannot matter."""
+    cdef Config _position(self, Config c):
+        """The configuration a cache entry is computed from: ``c`` with its context cut off.
+
+        The counter is folded where no token can tell the difference (at least ``min``
+        and more than a token's length below ``max``); whitespace keeps only what is left
+        of the budget, up to WS_WINDOW.
+        """
         cdef const Tables* t = &self.g.t
-        cdef int32_t r = t.state_rule[c.state], cnt = c.counter
-        if t.rule_max[r] > 0 and cnt >= t.rule_min[r] and t.rule_max[r] - cnt > self.trie.tr.max_depth:
-            cnt = t.rule_min[r]
-        return (<long long> c.state << 32) | cnt
+        cdef int32_t r = t.state_rule[c.state]
+        if t.rule_max[r] > 0 and c.counter >= t.rule_min[r] and t.rule_max[r] - c.counter > self.trie.tr.max_depth:
+            c.counter = t.rule_min[r]
+        c.ws = 0 if t.ws_budget < 0 else min(t.ws_budget - c.ws, WS_WINDOW)
+        c.parent = CTX
+        return c
 
     cdef int _fill_from(self, Config c, uint32_t* out) except -1:
         cdef const uint32_t[::1] bits
@@ -248,12 +255,13 @@ cdef class Matcher:
         cdef int32_t i, w, tok, n_und, frames0 = self.a.n_frames, base = self.a.cfg_len, k
         cdef int flags = 0
         cdef const TrieTables* tr = &self.trie.tr
-        key = self._key(c)
+        cdef Config pos = self._position(c)
+        key = (<long long> pos.state << 40) | (<long long> pos.counter << 8) | pos.ws
         entry = self.cache.get(key)
         if entry is None:
-            entry = self._build_entry(c, <int32_t> (key & 0xFFFFFFFF))
+            entry = self._build_entry(pos, key)
         if entry is None:  # cache full: walk this position in full
-            self._walk_into(c, False, out)
+            self._walk_into(c, False, self.g.t.ws_budget, out)
             return 0
         bits = entry[0]
         undecided = entry[1]
@@ -276,27 +284,24 @@ cdef class Matcher:
             raise LlamayError("input is too ambiguous for this grammar (limit MAX_CONFIGURATIONS)")
         return 0
 
-    cdef object _build_entry(self, Config c, int32_t counter):
-        cdef Config start = c
-        start.counter = counter
-        start.parent = CTX
-        start.ws = 0
+    cdef object _build_entry(self, Config pos, key):
+        cdef int32_t ws_cap = pos.ws
+        pos.ws = 0
         mask = np.zeros(self.n_words, np.uint32)
         self.cd.len = 0
-        self._walk_into(start, True, <uint32_t*> <size_t> mask.ctypes.data)
+        self._walk_into(pos, True, ws_cap, <uint32_t*> <size_t> mask.ctypes.data)
         undecided = np.array(<int32_t[:self.cd.len]> self.cd.data if self.cd.len else [], np.int32)
-        key = (<long long> c.state << 32) | counter
         if not self.cache.put(key, mask, undecided):
             return None
         return (mask, undecided)
 
-    cdef int _walk_into(self, Config c, bint ci, uint32_t* out) except -1:
+    cdef int _walk_into(self, Config c, bint ci, int32_t ws_cap, uint32_t* out) except -1:
         cdef int flags
         cdef int32_t base = self.a.cfg_len
         if not push_config(&self.a, c):
             raise MemoryError("matcher arena")
         with nogil:
-            flags = walk(&self.g.t, &self.a, &self.trie.tr, base, 1, ci, out, &self.cd if ci else NULL, &self.lv)
+            flags = walk(&self.g.t, &self.a, &self.trie.tr, base, 1, ci, ws_cap, out, &self.cd if ci else NULL, &self.lv)
         self.a.cfg_len = base
         if flags & F_OVERFLOW:
             raise LlamayError("input is too ambiguous for this grammar (limit MAX_CONFIGURATIONS)")

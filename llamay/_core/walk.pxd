@@ -21,7 +21,7 @@ ctypedef struct Levels:        # one set of configurations per trie depth
 cdef int intvec_push_range(IntVec* v, const int32_t* src, int32_t n) noexcept nogil
 cdef int levels_reserve(Levels* lv, int32_t depth) noexcept nogil
 cdef void levels_free(Levels* lv) noexcept nogil
-cdef int walk(const Tables* t, Arena* a, const TrieTables* tr, int32_t src, int32_t n, bint ci,
+cdef int walk(const Tables* t, Arena* a, const TrieTables* tr, int32_t src, int32_t n, bint ci, int32_t ws_cap,
               uint32_t* out, IntVec* cd, Levels* lv) noexcept nogil
 cdef int32_t advance(const Tables* t, Arena* a, int32_t src, int32_t n, const unsigned char* data,
                      Py_ssize_t length, int* flags) noexcept nogil

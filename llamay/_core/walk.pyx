@@ -8,8 +8,8 @@ empty is skipped with its whole subtree (``node_size``). Every token ending at a
 is allowed.
 
 In a context-independent walk (``ci``) the start configuration's parent is CTX: a path
-that pops into CTX, or needs the whitespace budget, cannot be decided here and sets
-F_NEED_CTX. Tokens under such a prefix that no in-frame path accepts are collected in
+that pops into CTX, or spends more whitespace than the key's window, cannot be decided
+here and sets F_NEED_CTX. Tokens under such a prefix that no in-frame path accepts are collected in
 ``cd`` for the caller to check against the real stack; the rest of the result depends only
 on the start configuration and is cached (``maskcache``).
 """
@@ -66,7 +66,7 @@ cdef void levels_free(Levels* lv) noexcept nogil:
     lv.cap = 0
 
 
-cdef int walk(const Tables* t, Arena* a, const TrieTables* tr, int32_t src, int32_t n, bint ci,
+cdef int walk(const Tables* t, Arena* a, const TrieTables* tr, int32_t src, int32_t n, bint ci, int32_t ws_cap,
               uint32_t* out, IntVec* cd, Levels* lv) noexcept nogil:
     """Set the bits of accepted tokens in ``out`` (and collect undecided ones in ``cd``); returns flags.
 
@@ -86,7 +86,7 @@ cdef int walk(const Tables* t, Arena* a, const TrieTables* tr, int32_t src, int3
         a.n_frames = lv.frames[d - 1]
         lv.off[d] = a.cfg_len
         flags = 0
-        k = step(t, a, lv.off[d - 1], lv.len[d - 1], tr.node_byte[i], ci, &flags)
+        k = step(t, a, lv.off[d - 1], lv.len[d - 1], tr.node_byte[i], ci, ws_cap, &flags)
         if flags & F_OVERFLOW:
             result |= F_OVERFLOW
             break
@@ -136,7 +136,7 @@ cdef int32_t advance(const Tables* t, Arena* a, int32_t src, int32_t n, const un
     cdef Py_ssize_t p
     for p in range(length):
         out = a.cfg_len
-        k = step(t, a, src, n, data[p], False, flags)
+        k = step(t, a, src, n, data[p], False, t.ws_budget, flags)
         if k == 0 or flags[0] & F_OVERFLOW:
             a.cfg_len = base
             return 0
