@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from . import ir, limits
@@ -46,6 +47,7 @@ _SIMPLE_ESCAPES = {"n": "\n", "r": "\r", "t": "\t", "\\": "\\", '"': '"', "[": "
 _HEX_ESCAPES = {"x": 2, "u": 4, "U": 8}
 _POSTFIX = frozenset("*+?{")
 _NOTHING = ir.Alt(())  # what ``char_class`` returns for a set with no character in it
+_LINE_END = re.compile(r"[\r\n]")
 _LITERAL_SPECIAL = re.compile(r'["\\\ud800-\udfff]')  # where a literal's plain run of text ends
 
 
@@ -91,8 +93,8 @@ class _Cursor:
             if c in " \t" or (newlines and c in "\r\n"):
                 self.pos += 1
             elif c == "#":
-                ends = [i for i in (text.find("\n", self.pos), text.find("\r", self.pos)) if i >= 0]
-                self.pos = min(ends, default=n)
+                end = _LINE_END.search(text, self.pos)
+                self.pos = end.start() if end else n
             else:
                 return
 
@@ -351,7 +353,7 @@ class _Parser:
                     raise cur.error(f"range {cur.text[lo_at : cur.pos]!r} is reversed", lo_at)
             ranges.append((lo, hi))
         cur.pos += 1
-        expr = char_class(ranges, negated=negated)
+        expr = _class_expr(tuple(ranges), negated)
         if expr == _NOTHING:
             raise cur.error(f"character class {cur.text[start : cur.pos]!r} matches no character", start)
         return expr, 2
@@ -395,6 +397,12 @@ class _Parser:
     def check_depth(self, depth: int, at: int) -> None:
         if depth > limits.MAX_DEPTH:
             raise self.cur.error(f"expression nested deeper than {limits.MAX_DEPTH} levels (limit MAX_DEPTH)", at)
+
+
+@lru_cache(maxsize=1024)
+def _class_expr(ranges: tuple[tuple[int, int], ...], negated: bool) -> ir.Expr:
+    """``utf8.char_class``, memoized: grammars repeat their classes, and building one costs ~10 µs."""
+    return char_class(ranges, negated=negated)
 
 
 def parse_gbnf(text: str) -> ParsedGrammar:

@@ -147,33 +147,34 @@ def dumps(value) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
-def number_spellings(value: int | float, *, integer_only: bool = False) -> list[tuple[bytes, Expr]]:
-    """Spellings of ``value`` as (fixed prefix, optional tail) pairs: ``2`` then ``(.0+)?``.
+def number_literal(value: int | float, *, integer_only: bool = False) -> list:
+    """The spellings of ``value`` as literal tokens: bytes (ints) and ``Expr`` pieces.
 
     JSON Schema compares numbers by value, so ``const: 2`` admits ``2.0``. The exponent-free
-    spellings of one value form a regular language (only trailing zeros vary), so they are
-    matched exactly; spellings with an exponent are left out except the canonical one, because
-    matching all of them would couple the exponent to the digit count. ``integer_only`` keeps
-    integer values free of a fraction (the canonical form for ``type: integer``). The prefix
-    and tail split lets enum literals share a byte trie.
+    spellings of one value form a regular language (only trailing zeros, and the sign of
+    zero, vary), so they are matched exactly: ``2(.0+)?``, ``2.50*``, ``-?0(.0+)?``. Spellings
+    with an exponent are left out except the canonical one, because matching all of them would
+    couple the exponent to the digit count. ``integer_only`` keeps integer values free of a
+    fraction (the canonical form for ``type: integer``). Fixed bytes stay separate tokens so
+    that enum literals can share a byte trie.
     """
-    canonical = dumps(value).encode()
+    canonical = dumps(value)
     try:
         text = format(Decimal(repr(value) if isinstance(value, float) else value).normalize(), "f")
     except (InvalidOperation, ValueError):
-        return [(canonical, EMPTY)]
+        return list(canonical.encode())
     if len(text) > _MAX_PLAIN_DIGITS:
-        return [(canonical, EMPTY)]
+        return list(canonical.encode())
     digits = text.lstrip("-")
     if "." in digits:
         tail = star(literal("0"))
     else:
         tail = EMPTY if integer_only else optional(seq(literal("."), plus(literal("0"))))
-    signs = ("", "-") if digits == "0" else ("-" if text.startswith("-") else "",)
-    out = [((sign + digits).encode(), tail) for sign in signs]
-    if b"e" in canonical:
-        out.append((canonical, EMPTY))
-    return out
+    sign = [optional(literal("-"))] if digits == "0" else list(b"-" if text.startswith("-") else b"")
+    tokens = [*sign, *digits.encode(), tail]
+    if "e" not in canonical:
+        return tokens
+    return [alt(seq(*(t if not isinstance(t, int) else byte_range(t) for t in tokens)), literal(canonical))]
 
 
 #: Values with longer exponent-free spellings (``1e300``) keep only their canonical one.

@@ -28,7 +28,7 @@ import numpy as np
 from . import limits
 from ._core.automaton import CALL, EXIT, INC, CompiledGrammar
 from .errors import GrammarError
-from .ir import Alt, Bytes, Expr, Ref, Repeat, Seq
+from .ir import Alt, Bytes, Expr, Ref, Repeat, Seq, alt, seq
 
 _EPS = 0
 
@@ -56,6 +56,7 @@ class _Lowering:
         self.size_memo: dict[Expr, int] = {}
         self.deadline = time.monotonic() + limits.COMPILE_SECONDS
         self.root = root
+        self.nullable_rules = _nullable_rules(rules)
 
     # -- sizes decide what is inlined and what is unrolled -------------------------------
     def size(self, expr: Expr, depth: int = 0) -> int:
@@ -86,6 +87,38 @@ class _Lowering:
         """Whether ``rep`` runs on a frame counter rather than unrolled states."""
         top = rep.max if rep.max is not None else rep.min
         return top > 1 and self.size(rep.item) * top > limits.UNROLL_STATES
+
+    def nullable(self, expr: Expr) -> bool:
+        return _nullable(expr, self.nullable_rules)
+
+    def non_empty(self, expr: Expr) -> Expr | None:
+        """``expr`` without the empty string; None when nothing else is left.
+
+        A nullable rule reference is kept as it is (its empty match stays possible).
+        """
+        if not self.nullable(expr) or isinstance(expr, Ref):
+            return expr
+        parts: list[Expr] = []
+        if isinstance(expr, Seq):
+            if not expr.items:
+                return None
+            head, tail = expr.items[0], seq(*expr.items[1:])
+            first = self.non_empty(head)
+            if first is not None:
+                parts.append(seq(first, tail))
+            rest = self.non_empty(tail)
+            if rest is not None:
+                parts.append(rest)
+        elif isinstance(expr, Alt):
+            parts = [p for p in map(self.non_empty, expr.items) if p is not None]
+        elif isinstance(expr, Repeat):
+            item = self.non_empty(expr.item)
+            if item is None:
+                return None
+            if expr.max is not None and expr.max <= 1:
+                return item
+            return seq(item, Repeat(expr.item, 0, None if expr.max is None else expr.max - 1))
+        return alt(*parts) if parts else None
 
     # -- construction ---------------------------------------------------------------------
     def new_state(self, rule: int) -> int:
@@ -166,6 +199,13 @@ class _Lowering:
             raise GrammarError(f"repetition bound above {limits.MAX_REPEAT} (limit MAX_REPEAT)", rule=name)
         states = self.states
         if self.counted(rep):
+            if self.nullable(rep.item):
+                # empty iterations would each bump the counter: x{m,n} = (x minus ""){0,n}
+                item = self.non_empty(rep.item)
+                if item is None:  # only the empty string
+                    states[s].eps.append((_EPS, 0, t))
+                    return
+                rep, lo = Repeat(item, 0, hi), 0
             if hi is None:  # item{lo,} = item{lo,lo} item*
                 mid = self.new_state(rid)
                 self.repeat(Repeat(rep.item, lo, lo), s, mid, rid, name, depth)
@@ -191,6 +231,31 @@ class _Lowering:
             self.frag(rep.item, cur, nxt, rid, name, depth + 1)
             cur = nxt
         states[cur].eps.append((_EPS, 0, t))
+
+
+def _nullable(e: Expr, nullable_rules: set[str]) -> bool:
+    if isinstance(e, Bytes):
+        return False
+    if isinstance(e, Seq):
+        return all(_nullable(x, nullable_rules) for x in e.items)
+    if isinstance(e, Alt):
+        return any(_nullable(x, nullable_rules) for x in e.items)
+    if isinstance(e, Repeat):
+        return e.min == 0 or _nullable(e.item, nullable_rules)
+    return e.name in nullable_rules
+
+
+def _nullable_rules(rules: dict[str, Expr]) -> set[str]:
+    """Rules that match the empty string (a fixpoint over the references)."""
+    found: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for name, expr in rules.items():
+            if name not in found and _nullable(expr, found):
+                found.add(name)
+                changed = True
+    return found
 
 
 def _recursive_rules(rules: dict[str, Expr]) -> set[str]:
@@ -326,7 +391,8 @@ def _check_left_recursion(low: _Lowering) -> None:
             elif color[nxt] == 1:
                 cycle = [*path[path.index(nxt) :], nxt]
                 names = " -> ".join(low.rule_names[r] for r in cycle)
-                raise GrammarError(f"left recursion: {names} calls itself before reading a byte", rule=low.rule_names[nxt])
+                message = f"left recursion: {names} calls itself before reading a byte"
+                raise GrammarError(message, rule=low.rule_names[nxt])
             elif color[nxt] == 0:
                 color[nxt] = 1
                 path.append(nxt)

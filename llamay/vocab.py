@@ -74,13 +74,15 @@ class Vocabulary:
             raise VocabularyError(f"unsupported tokenizer model {kind!r} (gpt2, llama, t5 are read) - at {path}")
         decode = _GGUF_DECODERS[kind]
         texts = _gguf_field(meta, "tokenizer.ggml.tokens", list, path)
+        if not all(isinstance(t, str) for t in texts[:1]):  # GGUF arrays hold one type
+            raise VocabularyError(f"tokenizer.ggml.tokens is not an array of strings - at {path}")
         types = meta.get("tokenizer.ggml.token_type", [_NORMAL] * len(texts))
-        if not isinstance(types, list) or len(types) != len(texts):
+        if not isinstance(types, list) or len(types) != len(texts) or not all(isinstance(k, int) for k in types[:1]):
             raise VocabularyError(f"tokenizer.ggml.token_type does not give one type per token - at {path}")
-        tokens = [decode(t) if k in (_NORMAL, _BYTE) else t.encode() if k == _USER_DEFINED else b"" for t, k in zip(texts, types)]
+        tokens = [_gguf_piece(text, kind, decode) for text, kind in zip(texts, types, strict=True)]
         eos = [_gguf_field(meta, key, int, path) for key in _GGUF_EOS_KEYS if key in meta]
-        eos += _end_of_generation_ids(zip(texts, range(len(texts))))
-        return _build(tokens, eos, None, path)
+        eos += _end_of_generation_ids((text, i) for i, text in enumerate(texts))
+        return _build(cls, tokens, eos, None, path)
 
     @classmethod
     def from_tokenizer_json(cls, path: str | PathLike[str], size: int | None = None) -> Vocabulary:
@@ -93,7 +95,7 @@ class Vocabulary:
         path = Path(path)
         tokens, ids = _tokens_from_spec(_load_json(path), path)
         eos = _config_eos_ids(path.parent, ids) + _end_of_generation_ids(ids.items())
-        return _build(tokens, eos, size, path)
+        return _build(cls, tokens, eos, size, path)
 
     @classmethod
     def from_hf(cls, tokenizer: Any, size: int | None = None) -> Vocabulary:
@@ -112,7 +114,7 @@ class Vocabulary:
         tokens, ids = _tokens_from_spec(spec, where)
         eos = [] if tokenizer.eos_token_id is None else [tokenizer.eos_token_id]
         eos += _end_of_generation_ids(ids.items())
-        return _build(tokens, eos, max(len(tokenizer), len(tokens)) if size is None else size, where)
+        return _build(cls, tokens, eos, max(len(tokenizer), len(tokens)) if size is None else size, where)
 
     @classmethod
     def from_llama(cls, llama: Any) -> Vocabulary:
@@ -149,3 +151,304 @@ class Vocabulary:
         from ._core.trie import TokenTrie
 
         return TokenTrie(self._tokens, self._size, self._eos_ids)
+
+
+# --- piece decoding: one helper per family, shared by every loader -----------------------------------
+
+
+def _gpt2_byte_table() -> dict[int, int]:
+    """GPT-2's ``bytes_to_unicode`` inverted, as a ``str.translate`` table onto Latin-1 code points.
+
+    Code points below 256 that are not in the alphabet map past Latin-1, so that a piece
+    holding one fails to encode and is taken as plain text instead.
+    """
+    printable = [*range(0x21, 0x7F), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
+    shifted = [b for b in range(256) if b not in printable]
+    table = {b: b for b in printable}
+    table.update({0x100 + n: b for n, b in enumerate(shifted)})
+    table.update({b: 0xFFFF for b in shifted})
+    return table
+
+
+_BYTE_LEVEL_TABLE = _gpt2_byte_table()
+
+
+def _byte_level_bytes(piece: str) -> bytes:
+    """A byte-level BPE piece's raw bytes.
+
+    A piece with a character outside the alphabet is plain text, as ``tokenizers``'
+    ByteLevel decoder takes it.
+    """
+    try:
+        return piece.translate(_BYTE_LEVEL_TABLE).encode("latin-1")
+    except UnicodeEncodeError:
+        return piece.encode()
+
+
+def _sentencepiece_bytes(piece: str) -> bytes:
+    """A SentencePiece piece's raw bytes: ``<0xNN>`` is that byte (byte fallback), ``▁`` a space."""
+    if len(piece) == 6 and piece.startswith("<0x") and piece.endswith(">"):
+        try:
+            return bytes([int(piece[3:5], 16)])
+        except ValueError:
+            pass
+    return piece.replace("\u2581", " ").encode()
+
+
+#: Token texts that end generation whatever the metadata says: llama.cpp's list, so that
+#: every loader stops a chat turn where llama.cpp does (``<end_of_turn>``, ``<|eot_id|>`` ...).
+_END_OF_GENERATION_TEXTS = frozenset(
+    {
+        "<|eot_id|>",
+        "<|im_end|>",
+        "<|end|>",
+        "<|return|>",
+        "<|call|>",
+        "<end_of_turn>",
+        "<|endoftext|>",
+        "<|eom_id|>",
+        "<EOT>",
+        "_<EOT>",
+        "<|end_of_text|>",
+        "<end_of_utterance>",
+    }
+)
+
+
+def _end_of_generation_ids(texts_and_ids: Iterable[tuple[str, int]]) -> list[int]:
+    return [i for text, i in texts_and_ids if text in _END_OF_GENERATION_TEXTS]
+
+
+def _build(cls: type[Vocabulary], tokens: list[bytes], eos_ids: Iterable[Any], size: int | None, where: object):
+    """The vocabulary, once its EOS ids are known to name tokens: a file naming none is refused."""
+    eos = set()
+    for i in eos_ids:
+        if type(i) is not int or not 0 <= i < len(tokens):
+            raise VocabularyError(f"end-of-sequence id {i!r} is not one of the {len(tokens)} token ids - at {where}")
+        eos.add(i)
+    if not eos:
+        raise VocabularyError(f"no end-of-sequence token is named - at {where}")
+    return cls(tokens, eos, size)
+
+
+# --- GGUF: the metadata section only ---------------------------------------------------------------
+
+# llama.cpp's token types (llama_token_type)
+_NORMAL, _USER_DEFINED, _BYTE = 1, 4, 6
+
+_GGUF_DECODERS = {"gpt2": _byte_level_bytes, "llama": _sentencepiece_bytes, "t5": _sentencepiece_bytes}
+_GGUF_EOS_KEYS = ("tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id")
+_GGUF_KEYS = frozenset({"tokenizer.ggml.model", "tokenizer.ggml.tokens", "tokenizer.ggml.token_type", *_GGUF_EOS_KEYS})
+_GGUF_SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
+_GGUF_STRING, _GGUF_ARRAY = 8, 9
+
+
+def _gguf_piece(text: str, kind: int, decode) -> bytes:
+    """A token as llama.cpp renders it without specials: user-defined tokens are literal text."""
+    if kind in (_NORMAL, _BYTE):
+        return decode(text)
+    return text.encode() if kind == _USER_DEFINED else b""
+
+
+class _Truncated(Exception):
+    pass
+
+
+class _GGUFCursor:
+    """A bounds-checked reader of GGUF values, decoding only the values it is asked to keep.
+
+    ``gguf.GGUFReader`` builds numpy views of every array element: 2 s for 49k tokens,
+    10 s for 262k. Reading the few keys needed straight from the map takes 0.1-0.3 s.
+    """
+
+    def __init__(self, buf: mmap.mmap, order: str) -> None:
+        self.buf = buf
+        self.pos = 0
+        self.order = order
+        self._u64 = struct.Struct(order + "Q")
+
+    def unpack(self, fmt: str) -> tuple:
+        s = struct.Struct(self.order + fmt)
+        values = s.unpack_from(self.buf, self.pos)  # struct.error past the end
+        self.pos += s.size
+        return values
+
+    def string(self, keep: bool = True) -> str | None:
+        (n,) = self._u64.unpack_from(self.buf, self.pos)
+        start, self.pos = self.pos + 8, self.pos + 8 + n
+        if self.pos > len(self.buf):
+            raise _Truncated
+        return str(self.buf[start : self.pos], "utf-8") if keep else None
+
+    def value(self, kind: int, keep: bool = True) -> Any:
+        if kind == _GGUF_STRING:
+            return self.string(keep)
+        if kind in _GGUF_SCALARS:
+            return self.unpack(_GGUF_SCALARS[kind])[0]
+        if kind != _GGUF_ARRAY:
+            raise ValueError(f"unknown GGUF value type {kind}")
+        item, count = self.unpack("IQ")
+        if item in _GGUF_SCALARS:
+            fmt = _GGUF_SCALARS[item]
+            start, self.pos = self.pos, self.pos + count * struct.calcsize(fmt)
+            if self.pos > len(self.buf):
+                raise _Truncated
+            return list(struct.unpack_from(f"{self.order}{count}{fmt}", self.buf, start)) if keep else None
+        if self.pos + 8 * count > len(self.buf):  # every string or array takes at least 8 bytes
+            raise _Truncated
+        return [self.value(item, keep) for _ in range(count)]
+
+
+def _read_gguf_metadata(path: Path) -> dict[str, Any]:
+    """The tokenizer keys of a GGUF file's key-value section; a file that is not GGUF is refused."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(8)
+            if len(head) < 8 or head[:4] != b"GGUF":
+                raise VocabularyError(f"not a GGUF file (it starts with {head[:4]!r}) - at {path}")
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+                return _parse_gguf(buf, path)
+    except OSError as e:
+        raise VocabularyError(f"cannot read the file: {e.strerror or e} - at {path}") from None
+
+
+def _parse_gguf(buf: mmap.mmap, path: Path) -> dict[str, Any]:
+    # A big-endian file's version reads as a multiple of 65536 in little-endian order.
+    order = "<" if struct.unpack_from("<I", buf, 4)[0] & 0xFFFF else ">"
+    cur = _GGUFCursor(buf, order)
+    cur.pos = 4
+    try:
+        (version,) = cur.unpack("I")
+        if version not in (2, 3):
+            raise VocabularyError(f"GGUF version {version} is not supported (2 and 3 are) - at {path}")
+        _tensors, n_keys = cur.unpack("QQ")
+        meta = {}
+        for _ in range(n_keys):
+            key = cur.string()
+            keep = key in _GGUF_KEYS
+            (kind,) = cur.unpack("I")
+            value = cur.value(kind, keep)
+            if keep:
+                meta[key] = value
+    except (_Truncated, struct.error):
+        raise VocabularyError(f"truncated GGUF file: its metadata runs past the end - at {path}") from None
+    except (ValueError, OverflowError, MemoryError) as e:  # bad UTF-8, an unknown type, absurd counts
+        raise VocabularyError(f"malformed GGUF metadata: {e} - at {path}") from None
+    return meta
+
+
+def _gguf_field(meta: Mapping[str, Any], key: str, kind: type, path: Path) -> Any:
+    if key not in meta:
+        raise VocabularyError(f"GGUF metadata has no {key} - at {path}")
+    value = meta[key]
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise VocabularyError(f"{key} is not a {kind.__name__} - at {path}")
+    return value
+
+
+# --- tokenizer.json (Hugging Face tokenizers) ------------------------------------------------------
+
+
+def _load_json(path: Path, missing_ok: bool = False) -> Any:
+    try:
+        with path.open("rb") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        if missing_ok:
+            return None
+        raise VocabularyError(f"no such file - at {path}") from None
+    except OSError as e:
+        raise VocabularyError(f"cannot read the file: {e.strerror or e} - at {path}") from None
+    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError
+        raise VocabularyError(f"not JSON: {e} - at {path}") from None
+
+
+def _decoder_steps(node: Any) -> Iterator[dict]:
+    """Every step of a (possibly nested ``Sequence``) decoder."""
+    if isinstance(node, dict):
+        yield node
+        for child in node.get("decoders") or ():
+            yield from _decoder_steps(child)
+
+
+def _spec_is_byte_level(spec: dict, where: object) -> bool:
+    """Byte-level BPE or SentencePiece, told by the decoder that turns pieces back into text."""
+    steps = list(_decoder_steps(spec.get("decoder")))
+    kinds = {step.get("type") for step in steps}
+    if "ByteLevel" in kinds:
+        return True
+    if kinds & {"Metaspace", "ByteFallback"} or any(
+        step.get("type") == "Replace" and step.get("pattern") == {"String": "\u2581"} for step in steps
+    ):
+        return False
+    raise VocabularyError(
+        f"unsupported decoder {sorted(map(str, kinds - {None, 'Sequence'})) or None}"
+        f" (ByteLevel, Metaspace or ByteFallback are read) - at {where}"
+    )
+
+
+def _spec_pieces(model: Any, where: object) -> Iterator[tuple[str, int]]:
+    """(piece, id) pairs of a BPE (``{piece: id}``) or Unigram (``[[piece, score], ...]``) model."""
+    vocab = model.get("vocab") if isinstance(model, dict) else None
+    kind = model.get("type") if isinstance(model, dict) else None
+    if kind in ("BPE", None) and isinstance(vocab, dict):
+        return iter(vocab.items())
+    if kind == "Unigram" and isinstance(vocab, list) and all(isinstance(e, list) and e for e in vocab):
+        return ((entry[0], i) for i, entry in enumerate(vocab))
+    raise VocabularyError(f"model {kind!r} has no BPE or Unigram vocabulary - at {where}")
+
+
+def _tokens_from_spec(spec: Any, where: object) -> tuple[list[bytes], dict[str, int]]:
+    """Every token's bytes, and each token's text as the configs name it (for EOS lookup)."""
+    if not isinstance(spec, dict) or "model" not in spec:
+        raise VocabularyError(f"not a tokenizer.json: it has no model - at {where}")
+    byte_level = _spec_is_byte_level(spec, where)
+    decode = _byte_level_bytes if byte_level else _sentencepiece_bytes
+    pieces: dict[int, bytes] = {}
+    ids: dict[str, int] = {}
+    for piece, i in _spec_pieces(spec["model"], where):
+        _check_id(piece, i, where)
+        pieces[i] = decode(piece)
+        ids[piece] = i
+    added = spec.get("added_tokens") or []
+    if not isinstance(added, list):
+        raise VocabularyError(f"added_tokens is not a list - at {where}")
+    for entry in added:
+        content, i = (entry.get("content"), entry.get("id")) if isinstance(entry, dict) else (None, None)
+        _check_id(content, i, where)
+        # Added tokens are matched against the input text, so their content is text, not a piece.
+        pieces[i] = b"" if entry.get("special") else content.encode() if byte_level else decode(content)
+        ids[content] = i
+    if not pieces:
+        raise VocabularyError(f"the tokenizer has no tokens - at {where}")
+    tokens = [b""] * (max(pieces) + 1)
+    for i, b in pieces.items():
+        tokens[i] = b
+    return tokens, ids
+
+
+#: Largest token id read from a tokenizer file (a bad id must not allocate gigabytes).
+_MAX_TOKEN_ID = 1 << 24
+
+
+def _check_id(piece: Any, i: Any, where: object) -> None:
+    if not isinstance(piece, str) or type(i) is not int or not 0 <= i < _MAX_TOKEN_ID:
+        raise VocabularyError(f"token {piece!r} has no valid id ({i!r}) - at {where}")
+
+
+def _config_eos_ids(folder: Path, ids: Mapping[str, int]) -> list[int]:
+    """EOS ids named beside a tokenizer.json: ``eos_token`` and generation's ``eos_token_id``."""
+    eos: list[Any] = []
+    config_path = folder / "tokenizer_config.json"
+    config = _load_json(config_path, missing_ok=True) or {}
+    name = config.get("eos_token") if isinstance(config, dict) else None
+    if isinstance(name, dict):
+        name = name.get("content")
+    if name is not None:
+        if name not in ids:
+            raise VocabularyError(f"eos_token {name!r} is not a token of tokenizer.json - at {config_path}")
+        eos.append(ids[name])
+    generation = _load_json(folder / "generation_config.json", missing_ok=True) or {}
+    named = generation.get("eos_token_id") if isinstance(generation, dict) else None
+    eos += named if isinstance(named, list) else [] if named is None else [named]
+    return eos
