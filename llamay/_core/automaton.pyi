@@ -1,0 +1,15 @@
+from typing import Any
+
+CALL: int
+INC: int
+EXIT: int
+
+class CompiledGrammar:
+    """An immutable automaton shared by every matcher and thread; ``warnings`` lists what is not enforced."""
+
+    rule_names: list[str]
+    warnings: list[str]
+    whitespace_budget: int | None
+    def __init__(self, arrays: dict[str, Any], ws_budget: int, rule_names: list[str], warnings: list[str]) -> None: ...
+    @property
+    def n_states(self) -> int: ...
