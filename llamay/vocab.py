@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import mmap
 import struct
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import cached_property
 from os import PathLike
 from pathlib import Path
@@ -71,7 +71,7 @@ class Vocabulary:
         meta = _read_gguf_metadata(path)
         kind = _gguf_field(meta, "tokenizer.ggml.model", str, path)
         if kind not in _GGUF_DECODERS:
-            raise VocabularyError(f"unsupported tokenizer model {kind!r} (gpt2, llama, t5 are read) - at {path}")
+            raise VocabularyError(f"unsupported tokenizer model {kind!r} (gpt2 and llama are read) - at {path}")
         decode = _GGUF_DECODERS[kind]
         texts = _gguf_field(meta, "tokenizer.ggml.tokens", list, path)
         if not all(isinstance(t, str) for t in texts[:1]):  # GGUF arrays hold one type
@@ -82,7 +82,7 @@ class Vocabulary:
         tokens = [_gguf_piece(text, kind, decode) for text, kind in zip(texts, types, strict=True)]
         eos = [_gguf_field(meta, key, int, path) for key in _GGUF_EOS_KEYS if key in meta]
         eos += _end_of_generation_ids((text, i) for i, text in enumerate(texts))
-        return _build(cls, tokens, eos, None, path)
+        return _build(cls, tokens, eos, None, path)  # llama.cpp's logits are one per token
 
     @classmethod
     def from_tokenizer_json(cls, path: str | PathLike[str], size: int | None = None) -> Vocabulary:
@@ -101,7 +101,8 @@ class Vocabulary:
     def from_hf(cls, tokenizer: Any, size: int | None = None) -> Vocabulary:
         """Read a transformers fast tokenizer through its ``tokenizer.json`` form.
 
-        ``size`` defaults to ``len(tokenizer)``; pass the model's logits width where it is wider.
+        ``size`` defaults to ``len(tokenizer)`` (or one past the largest id, if more); pass the
+        model's logits width where it is wider.
         """
         where = getattr(tokenizer, "name_or_path", None) or type(tokenizer).__name__
         backend = getattr(tokenizer, "backend_tokenizer", None)
@@ -143,7 +144,8 @@ class Vocabulary:
             return ctypes.string_at(buf, n)
 
         n_vocab = llama.n_vocab()
-        return cls([piece(i) for i in range(n_vocab)], [i for i in range(n_vocab) if is_eog(handle, i)])
+        eos = [i for i in range(n_vocab) if is_eog(handle, i)]
+        return _build(cls, [piece(i) for i in range(n_vocab)], eos, None, getattr(llama, "model_path", "llama"))
 
     @cached_property
     def trie(self):
@@ -236,14 +238,15 @@ def _build(cls: type[Vocabulary], tokens: list[bytes], eos_ids: Iterable[Any], s
 # llama.cpp's token types (llama_token_type)
 _NORMAL, _USER_DEFINED, _BYTE = 1, 4, 6
 
-_GGUF_DECODERS = {"gpt2": _byte_level_bytes, "llama": _sentencepiece_bytes, "t5": _sentencepiece_bytes}
+_GGUF_DECODERS = {"gpt2": _byte_level_bytes, "llama": _sentencepiece_bytes}
 _GGUF_EOS_KEYS = ("tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id")
 _GGUF_KEYS = frozenset({"tokenizer.ggml.model", "tokenizer.ggml.tokens", "tokenizer.ggml.token_type", *_GGUF_EOS_KEYS})
 _GGUF_SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
 _GGUF_STRING, _GGUF_ARRAY = 8, 9
+_GGUF_KIND_NAMES = {int: "an integer", str: "a string", list: "an array"}
 
 
-def _gguf_piece(text: str, kind: int, decode) -> bytes:
+def _gguf_piece(text: str, kind: int, decode: Callable[[str], bytes]) -> bytes:
     """A token as llama.cpp renders it without specials: user-defined tokens are literal text."""
     if kind in (_NORMAL, _BYTE):
         return decode(text)
@@ -342,7 +345,7 @@ def _gguf_field(meta: Mapping[str, Any], key: str, kind: type, path: Path) -> An
         raise VocabularyError(f"GGUF metadata has no {key} - at {path}")
     value = meta[key]
     if not isinstance(value, kind) or isinstance(value, bool):
-        raise VocabularyError(f"{key} is not a {kind.__name__} - at {path}")
+        raise VocabularyError(f"{key} is not {_GGUF_KIND_NAMES[kind]} - at {path}")
     return value
 
 
@@ -391,7 +394,7 @@ def _spec_pieces(model: Any, where: object) -> Iterator[tuple[str, int]]:
     """(piece, id) pairs of a BPE (``{piece: id}``) or Unigram (``[[piece, score], ...]``) model."""
     vocab = model.get("vocab") if isinstance(model, dict) else None
     kind = model.get("type") if isinstance(model, dict) else None
-    if kind in ("BPE", None) and isinstance(vocab, dict):
+    if kind == "BPE" and isinstance(vocab, dict):
         return iter(vocab.items())
     if kind == "Unigram" and isinstance(vocab, list) and all(isinstance(e, list) and e for e in vocab):
         return ((entry[0], i) for i, entry in enumerate(vocab))
@@ -445,7 +448,7 @@ def _config_eos_ids(folder: Path, ids: Mapping[str, int]) -> list[int]:
     if isinstance(name, dict):
         name = name.get("content")
     if name is not None:
-        if name not in ids:
+        if not isinstance(name, str) or name not in ids:
             raise VocabularyError(f"eos_token {name!r} is not a token of tokenizer.json - at {config_path}")
         eos.append(ids[name])
     generation = _load_json(folder / "generation_config.json", missing_ok=True) or {}

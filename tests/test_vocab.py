@@ -151,8 +151,9 @@ def test_gemma_every_token_decodes_as_tokenizers_sentencepiece_decoders_decode_i
     decoder = tokenizers.decoders.Sequence(
         [tokenizers.decoders.Replace("▁", " "), tokenizers.decoders.ByteFallback(), tokenizers.decoders.Fuse()]
     )
+    texts, types = meta["tokenizer.ggml.tokens"], meta["tokenizer.ggml.token_type"]
     expected, got = [], []
-    for i, (text, kind) in enumerate(zip(meta["tokenizer.ggml.tokens"], meta["tokenizer.ggml.token_type"], strict=True)):
+    for i, (text, kind) in enumerate(zip(texts, types, strict=True)):
         if kind in (gguf.TokenType.NORMAL, gguf.TokenType.BYTE):
             expected.append(decoder.decode([text]))
             got.append(gemma_vocab.token_bytes(i).decode("utf-8", "replace"))
@@ -184,7 +185,8 @@ def test_byte_vocab_fixture(byte_vocab):
 
 
 def test_importing_vocab_imports_no_tokenizer_or_runtime():
-    code = "import sys, llamay.vocab; print(sorted({'tokenizers', 'transformers', 'llama_cpp', 'gguf'} & set(sys.modules)))"
+    heavy = "{'tokenizers', 'transformers', 'llama_cpp', 'gguf'}"
+    code = f"import sys, llamay.vocab; print(sorted({heavy} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
@@ -225,7 +227,7 @@ GGUF_CASES = [
         {
             "tokenizer.ggml.model": "llama",
             "tokenizer.ggml.tokens": ["<unk>", "<s>", "</s>", "<0x0A>", "▁the", "▁", "<b>", "<end_of_turn>", "<eot>"],
-            "tokenizer.ggml.token_type": [UNKNOWN, CONTROL, CONTROL, BYTE, NORMAL, NORMAL, USER_DEFINED, CONTROL, CONTROL],
+            "tokenizer.ggml.token_type": [UNKNOWN, *[CONTROL] * 2, BYTE, NORMAL, NORMAL, USER_DEFINED, *[CONTROL] * 2],
             "tokenizer.ggml.eos_token_id": 2,
             "tokenizer.ggml.eot_token_id": 8,
         },
@@ -267,25 +269,48 @@ MALFORMED_GGUF = [
     pytest.param(gguf_bytes(bytes(range(256)) * 4), "not a GGUF file", id="garbage named .gguf"),
     pytest.param(gguf_bytes(b"GGUF\x03\x00\x00\x00\x00"), "truncated", id="truncated header"),
     pytest.param(gguf_bytes(b"GGUF" + struct.pack("<IQQ", 1, 0, 0)), "GGUF version 1 is not supported", id="version 1"),
-    pytest.param(gguf_bytes(HEADER + struct.pack("<Q", 1) + b"x" + struct.pack("<I", 99)), "unknown GGUF value type 99",
-                 id="unknown value type"),
-    pytest.param(gguf_bytes(HEADER + struct.pack("<Q", 2) + b"\xff\xfe" + struct.pack("<II", 4, 0)), "malformed",
-                 id="key not UTF-8"),
-    pytest.param(gguf_bytes(HEADER + struct.pack("<Q", 1) + b"x" + struct.pack("<IIQ", 9, 8, 2**60)), "truncated",
-                 id="string array longer than the file"),
-    pytest.param(gguf_fields({"tokenizer.ggml.tokens": ["a"], "tokenizer.ggml.eos_token_id": 0}),
-                 "no tokenizer.ggml.model", id="no tokenizer model"),
-    pytest.param(gguf_fields({**GPT2, "tokenizer.ggml.model": "bert"}), "unsupported tokenizer model 'bert'",
-                 id="WordPiece model"),
-    pytest.param(gguf_fields({**GPT2, "tokenizer.ggml.tokens": [1, 2]}), "not an array of strings",
-                 id="tokens are numbers"),
-    pytest.param(gguf_fields({**GPT2, "tokenizer.ggml.token_type": [NORMAL]}), "one type per token",
-                 id="fewer types than tokens"),
-    pytest.param(gguf_fields({**GPT2, "tokenizer.ggml.eos_token_id": 2}), "end-of-sequence id 2", id="EOS past the end"),
-    pytest.param(gguf_fields({**GPT2, "tokenizer.ggml.eos_token_id": "b"}), "tokenizer.ggml.eos_token_id is not a int",
-                 id="EOS is a string"),
-    pytest.param(gguf_fields({k: v for k, v in GPT2.items() if "eos" not in k}), "no end-of-sequence token",
-                 id="no EOS"),
+    pytest.param(
+        gguf_bytes(HEADER + struct.pack("<Q", 1) + b"x" + struct.pack("<I", 99)),
+        "unknown GGUF value type 99",
+        id="unknown value type",
+    ),
+    pytest.param(
+        gguf_bytes(HEADER + struct.pack("<Q", 2) + b"\xff\xfe" + struct.pack("<II", 4, 0)),
+        "malformed",
+        id="key not UTF-8",
+    ),
+    pytest.param(
+        gguf_bytes(HEADER + struct.pack("<Q", 1) + b"x" + struct.pack("<IIQ", 9, 8, 2**60)),
+        "truncated",
+        id="string array longer than the file",
+    ),
+    pytest.param(
+        gguf_fields({"tokenizer.ggml.tokens": ["a"], "tokenizer.ggml.eos_token_id": 0}),
+        "no tokenizer.ggml.model",
+        id="no tokenizer model",
+    ),
+    pytest.param(
+        gguf_fields({**GPT2, "tokenizer.ggml.model": "bert"}),
+        "unsupported tokenizer model 'bert'",
+        id="WordPiece model",
+    ),
+    pytest.param(
+        gguf_fields({**GPT2, "tokenizer.ggml.tokens": [1, 2]}), "not an array of strings", id="tokens are numbers"
+    ),
+    pytest.param(
+        gguf_fields({**GPT2, "tokenizer.ggml.token_type": [NORMAL]}), "one type per token", id="fewer types than tokens"
+    ),
+    pytest.param(
+        gguf_fields({**GPT2, "tokenizer.ggml.eos_token_id": 2}), "end-of-sequence id 2", id="EOS past the end"
+    ),
+    pytest.param(
+        gguf_fields({**GPT2, "tokenizer.ggml.eos_token_id": "b"}),
+        "tokenizer.ggml.eos_token_id is not an integer",
+        id="EOS is a string",
+    ),
+    pytest.param(
+        gguf_fields({k: v for k, v in GPT2.items() if "eos" not in k}), "no end-of-sequence token", id="no EOS"
+    ),
 ]
 
 
@@ -400,18 +425,25 @@ MALFORMED_TOKENIZER_JSON = [
     pytest.param("\x00\xff garbage", None, "not JSON", id="garbage"),
     pytest.param({"version": "1.0", "truncation": None}, None, "not a tokenizer.json", id="JSON without a model"),
     pytest.param([1, 2, 3], None, "not a tokenizer.json", id="JSON list"),
-    pytest.param({**MINIMAL, "decoder": {"type": "WordPiece"}}, None, "unsupported decoder ['WordPiece']",
-                 id="WordPiece decoder"),
+    pytest.param(
+        {**MINIMAL, "decoder": {"type": "WordPiece"}}, None, "unsupported decoder ['WordPiece']", id="WordPiece decoder"
+    ),
     pytest.param({**MINIMAL, "decoder": None}, None, "unsupported decoder None", id="no decoder"),
-    pytest.param({**MINIMAL, "model": {"type": "WordPiece", "vocab": {"a": 0}}}, None, "no BPE or Unigram vocabulary",
-                 id="WordPiece model"),
+    pytest.param(
+        {**MINIMAL, "model": {"type": "WordPiece", "vocab": {"a": 0}}},
+        None,
+        "no BPE or Unigram vocabulary",
+        id="WordPiece model",
+    ),
     pytest.param({**MINIMAL, "model": {"type": "BPE", "vocab": {}}}, None, "has no tokens", id="empty vocabulary"),
     pytest.param({**MINIMAL, "model": {"type": "BPE", "vocab": {"a": -1}}}, None, "has no valid id", id="negative id"),
-    pytest.param({**MINIMAL, "model": {"type": "BPE", "vocab": {"a": 10**12}}}, None, "has no valid id",
-                 id="absurd id"),
+    pytest.param(
+        {**MINIMAL, "model": {"type": "BPE", "vocab": {"a": 10**12}}}, None, "has no valid id", id="absurd id"
+    ),
     pytest.param({**MINIMAL, "added_tokens": [{"content": "</s>"}]}, None, "has no valid id", id="added token, no id"),
     pytest.param({**MINIMAL, "added_tokens": {"</s>": 2}}, None, "added_tokens is not a list", id="added as a dict"),
     pytest.param(MINIMAL, {"eos_token": "</s>"}, "eos_token '</s>' is not a token", id="EOS names no token"),
+    pytest.param(MINIMAL, {"eos_token": ["</s>"]}, "eos_token ['</s>'] is not a token", id="EOS is a list"),
     pytest.param(MINIMAL, "{", "not JSON", id="config is not JSON"),
     pytest.param(MINIMAL, {"eos_token": None}, "no end-of-sequence token", id="no EOS"),
 ]

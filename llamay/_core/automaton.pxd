@@ -16,6 +16,7 @@ cdef enum:
     F_NEED_CTX = 1   # a path popped into CTX or needed the whitespace budget
     F_OVERFLOW = 2   # more than MAX_CONFIGURATIONS configurations, or out of memory
     WS_WINDOW = 16   # whitespace a context-independent walk may spend before deferring to the context
+    CTX_FRAMES = 3   # frames below the top that a mask-cache position includes
 
 ctypedef struct Config:
     int32_t state
@@ -61,6 +62,7 @@ ctypedef struct Arena:
 
 cdef int arena_init(Arena* a, int32_t max_configs) noexcept nogil
 cdef void arena_free(Arena* a) noexcept nogil
+cdef int32_t push_frame(Arena* a, int32_t ret, int32_t counter, int32_t parent) noexcept nogil
 cdef int32_t closure(const Tables* t, Arena* a, Config c, int32_t out_start, int* flags) noexcept nogil
 cdef int32_t step(const Tables* t, Arena* a, int32_t src, int32_t n, uint8_t byte, bint ci, int32_t ws_cap,
                   int* flags) noexcept nogil

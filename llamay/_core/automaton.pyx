@@ -75,19 +75,26 @@ cdef inline int _emit(Arena* a, Config c, int32_t out_start, int* flags) noexcep
     return 0
 
 
-cdef inline int32_t _frame(Arena* a, int32_t ret, int32_t counter, int32_t parent, int* flags) noexcept nogil:
-    cdef int32_t i
-    for i in range(a.step_frames, a.n_frames):
-        if a.frames[i].ret == ret and a.frames[i].counter == counter and a.frames[i].parent == parent:
-            return i
+cdef int32_t push_frame(Arena* a, int32_t ret, int32_t counter, int32_t parent) noexcept nogil:
+    """Append a frame (no sharing); returns its index, or -1 when out of memory."""
     if not _grow(<void**> &a.frames, &a.frames_cap, a.n_frames + 1, sizeof(Frame)):
-        flags[0] |= F_OVERFLOW
         return -1
     a.frames[a.n_frames].ret = ret
     a.frames[a.n_frames].counter = counter
     a.frames[a.n_frames].parent = parent
     a.n_frames += 1
     return a.n_frames - 1
+
+
+cdef inline int32_t _frame(Arena* a, int32_t ret, int32_t counter, int32_t parent, int* flags) noexcept nogil:
+    cdef int32_t i
+    for i in range(a.step_frames, a.n_frames):
+        if a.frames[i].ret == ret and a.frames[i].counter == counter and a.frames[i].parent == parent:
+            return i
+    i = push_frame(a, ret, counter, parent)
+    if i < 0:
+        flags[0] |= F_OVERFLOW
+    return i
 
 
 cdef inline void _push_seen(Arena* a, Config y, int32_t* seen, int* flags) noexcept nogil:

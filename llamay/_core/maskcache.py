@@ -1,9 +1,9 @@
 """Token masks per automaton position, shared by every matcher of a (grammar, vocabulary) pair.
 
-A position is a state of the top frame (and its counter, folded where it cannot matter).
-Its entry holds the tokens the top frame alone accepts (a bitmask) and the few whose fate
-depends on the frames below or the whitespace budget (checked per step against the real
-stack). Entries are computed on first use, without the GIL, and inserted under it, so
+A position is a state of the top frame, its counter (folded where it cannot matter), the
+whitespace budget left (up to a window) and a few frames below. Its entry holds the tokens
+the position alone accepts (a bitmask) and the few whose fate depends on deeper frames or
+more whitespace (checked per step against the real stack). Entries are computed on first use, without the GIL, and inserted under it, so
 concurrent matchers at worst compute one twice. The cache stops growing at
 ``limits.MASK_CACHE_BYTES``; positions past it are walked in full at every step.
 """
@@ -17,13 +17,13 @@ from .. import limits
 
 class MaskCache:
     def __init__(self) -> None:
-        self.entries: dict[int, tuple] = {}
+        self.entries: dict[tuple, tuple] = {}
         self.nbytes = 0
 
-    def get(self, key: int):
+    def get(self, key: tuple):
         return self.entries.get(key)
 
-    def put(self, key: int, mask, undecided) -> bool:
+    def put(self, key: tuple, mask, undecided) -> bool:
         size = mask.nbytes + undecided.nbytes
         if self.nbytes + size > limits.MASK_CACHE_BYTES:
             return False

@@ -17,8 +17,8 @@ import numpy as np
 
 from .. import limits
 from ..errors import LlamayError, UsageError
-from .automaton cimport (ACCEPT, BOTTOM, CTX, F_OVERFLOW, WS_WINDOW, Arena, CompiledGrammar, Config, Tables, arena_free,
-                         arena_init, closure)
+from .automaton cimport (ACCEPT, BOTTOM, CTX, CTX_FRAMES, F_OVERFLOW, WS_WINDOW, Arena, CompiledGrammar, Config, Tables,
+                         arena_free, arena_init, closure, push_frame)
 from .maskcache import cache_for
 from .trie cimport TokenTrie, TrieTables
 from .walk cimport IntVec, Levels, advance, levels_free, levels_reserve, push_config, walk
@@ -122,6 +122,20 @@ cdef class Matcher:
         self.committed = self.h_off[self.n_steps - 1] + self.h_len[self.n_steps - 1]
         self.a.cfg_len = self.committed
         self.a.n_frames = self.h_frames[self.n_steps - 1]
+
+    def configurations(self):
+        """The current set as (state, counter, frame stack, whitespace spent) tuples, for debugging."""
+        cdef int32_t i, f, off = self.h_off[self.n_steps - 1]
+        out = []
+        for i in range(off, off + self.h_len[self.n_steps - 1]):
+            c = self.a.cfg[i]
+            stack = []
+            f = c.parent
+            while f >= 0:
+                stack.append((self.a.frames[f].ret, self.a.frames[f].counter))
+                f = self.a.frames[f].parent
+            out.append((c.state, c.counter, tuple(stack), c.ws))
+        return out
 
     @property
     def steps(self):
@@ -234,20 +248,42 @@ cdef class Matcher:
             )
         return <uint32_t*> <size_t> row.ctypes.data
 
-    cdef Config _position(self, Config c):
-        """The configuration a cache entry is computed from: ``c`` with its context cut off.
+    cdef inline int32_t _fold(self, int32_t state, int32_t counter) noexcept:
+        """A counter no token can tell apart from ``min`` (at least ``min``, over a token's length below ``max``)."""
+        cdef const Tables* t = &self.g.t
+        cdef int32_t r = t.state_rule[state]
+        if t.rule_max[r] > 0 and counter >= t.rule_min[r] and t.rule_max[r] - counter > self.trie.tr.max_depth:
+            return t.rule_min[r]
+        return counter
 
-        The counter is folded where no token can tell the difference (at least ``min``
-        and more than a token's length below ``max``); whitespace keeps only what is left
-        of the budget, up to WS_WINDOW.
+    cdef object _position(self, Config c, Config* pos):
+        """The cache key of ``c``'s position, and (in ``pos``) the configuration its entry is computed from.
+
+        A position is the top frame's state and counter, the budget left up to WS_WINDOW,
+        and the return states and counters of up to CTX_FRAMES frames below (copied onto the
+        arena as scratch frames, ending in CTX, or BOTTOM when that is the whole stack).
+        With the frames below known, a walk that leaves the top frame can usually go on.
         """
         cdef const Tables* t = &self.g.t
-        cdef int32_t r = t.state_rule[c.state]
-        if t.rule_max[r] > 0 and c.counter >= t.rule_min[r] and t.rule_max[r] - c.counter > self.trie.tr.max_depth:
-            c.counter = t.rule_min[r]
-        c.ws = 0 if t.ws_budget < 0 else min(t.ws_budget - c.ws, WS_WINDOW)
-        c.parent = CTX
-        return c
+        cdef int32_t f = c.parent, depth = 0, parent, i
+        cdef int32_t rets[CTX_FRAMES]
+        cdef int32_t counters[CTX_FRAMES]
+        while f >= 0 and depth < CTX_FRAMES:
+            rets[depth] = self.a.frames[f].ret
+            counters[depth] = self._fold(rets[depth], self.a.frames[f].counter)
+            f = self.a.frames[f].parent
+            depth += 1
+        parent = BOTTOM if f == BOTTOM else CTX
+        for i in range(depth - 1, -1, -1):
+            parent = push_frame(&self.a, rets[i], counters[i], parent)
+            if parent < 0:
+                raise MemoryError("matcher frames")
+        pos.state = c.state
+        pos.counter = self._fold(c.state, c.counter)
+        pos.ws = 0 if t.ws_budget < 0 else min(t.ws_budget - c.ws, WS_WINDOW)
+        pos.parent = parent
+        return (pos.state, pos.counter, pos.ws, f == BOTTOM) + tuple(
+            [x for i in range(depth) for x in (rets[i], counters[i])])
 
     cdef int _fill_from(self, Config c, uint32_t* out) except -1:
         cdef const uint32_t[::1] bits
@@ -255,11 +291,12 @@ cdef class Matcher:
         cdef int32_t i, w, tok, n_und, frames0 = self.a.n_frames, base = self.a.cfg_len, k
         cdef int flags = 0
         cdef const TrieTables* tr = &self.trie.tr
-        cdef Config pos = self._position(c)
-        key = (<long long> pos.state << 40) | (<long long> pos.counter << 8) | pos.ws
+        cdef Config pos
+        key = self._position(c, &pos)
         entry = self.cache.get(key)
         if entry is None:
             entry = self._build_entry(pos, key)
+        self.a.n_frames = frames0  # drop the scratch frames of the position
         if entry is None:  # cache full: walk this position in full
             self._walk_into(c, False, self.g.t.ws_budget, out)
             return 0

@@ -1,0 +1,76 @@
+"""Shared benchmark workloads: a realistic tool-call schema and its document, tokenized per vocabulary."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+import llamay
+from llamay.schema import compile_json_schema
+
+TOOL_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "enum": ["get_weather", "search_web", "send_email"]},
+        "arguments": {
+            "type": "object",
+            "properties": {
+                "location": {"type": "string", "maxLength": 64},
+                "unit": {"enum": ["celsius", "fahrenheit"]},
+                "days": {"type": "integer"},
+                "include_hourly": {"type": "boolean"},
+                "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 5},
+            },
+            "required": ["location", "days"],
+        },
+    },
+    "required": ["name", "arguments"],
+}
+TOOL_DOCUMENT = (
+    b'{"name": "get_weather", "arguments": {"location": "San Francisco, CA", "unit": "celsius", '
+    b'"days": 3, "include_hourly": false, "tags": ["rain", "wind", "fog"]}}'
+)
+
+
+def greedy_tokens(grammar, vocab, document: bytes) -> list[int]:
+    """The longest allowed token at each position: a stand-in for a model's own tokenization."""
+    by_bytes: dict[bytes, int] = {}
+    for i in range(vocab.size):
+        b = vocab.token_bytes(i)
+        if b and b not in by_bytes:
+            by_bytes[b] = i
+    longest = max(map(len, by_bytes))
+    m = llamay.Matcher(grammar, vocab)
+    out, pos = [], 0
+    while pos < len(document):
+        for n in range(min(longest, len(document) - pos), 0, -1):
+            tok = by_bytes.get(document[pos : pos + n])
+            if tok is not None and m.accept_token(tok):
+                out.append(tok)
+                pos += n
+                break
+        else:
+            raise AssertionError(f"no token continues the document at byte {pos}")
+    return out
+
+
+def walk_document(matcher, mask, tokens, eos: int, times: list[float] | None = None) -> None:
+    """Fill a mask before every token (and before EOS), as a generate loop does."""
+    matcher.reset()
+    for tok in [*tokens, eos]:
+        t0 = time.perf_counter()
+        matcher.fill_next_token_bitmask(mask)
+        if times is not None:
+            times.append(time.perf_counter() - t0)
+        assert matcher.accept_token(tok)
+
+
+def per_token_stats(times: list[float]) -> dict[str, float]:
+    us = np.array(times) * 1e6
+    return {"mean_us": float(us.mean()), "p50_us": float(np.percentile(us, 50)),
+            "p99_us": float(np.percentile(us, 99)), "max_us": float(us.max()), "tokens": len(us)}
+
+
+def tool_grammar():
+    return compile_json_schema(TOOL_SCHEMA)
