@@ -101,9 +101,12 @@ def test_mutated_corpus_grammar_compiles_or_is_refused(corpus_texts, data):
     compile_or_refuse(data.draw(mutations(corpus_texts)))
 
 
-# --- invariant 2: GBNF against Python's re, on grammars without rule references -------------
+# --- invariant 2: GBNF against Python's re, on grammars without recursion --------------------
 
 CHARS = "abé"
+# Helper rules a leaf may reference (one nullable), with the regex each one means.
+HELPERS = 'h ::= "ab" | "é"\nn ::= "b"?'
+HELPER_REFS = [("h", "(?:ab|é)"), ("n", "(?:b)?")]
 
 
 def leaves():
@@ -112,15 +115,17 @@ def leaves():
     klass = st.tuples(members, st.booleans()).map(
         lambda c: ("[" + "^" * c[1] + "".join(c[0]) + "]", "[" + "^" * c[1] + "".join(map(re.escape, c[0])) + "]")
     )
-    return st.one_of(literal, klass, st.just((".", ".")))
+    return st.one_of(literal, klass, st.just((".", ".")), st.sampled_from(HELPER_REFS))
 
 
 def compounds(children):
     def group(parts, sep_gbnf, sep_re):
         return "(" + sep_gbnf.join(g for g, _ in parts) + ")", "(?:" + sep_re.join(r for _, r in parts) + ")"
 
-    counts = st.integers(0, 3).flatmap(
-        lambda m: st.sampled_from([f"{{{m}}}", f"{{{m},}}", *(f"{{{m},{n}}}" for n in range(m, 4))])
+    # small counts are unrolled into states, large ones run on frame counters
+    bounds = st.one_of(st.integers(0, 3), st.integers(30, 70))
+    counts = st.tuples(bounds, bounds).flatmap(
+        lambda b: st.sampled_from([f"{{{min(b)}}}", f"{{{min(b)},}}", f"{{{min(b)},{max(b)}}}"])
     )
     op = st.one_of(st.sampled_from(["*", "+", "?"]), counts)
     return st.one_of(
@@ -130,15 +135,16 @@ def compounds(children):
     )
 
 
+short = st.text(alphabet=CHARS, max_size=7)
+runs = st.tuples(st.text(alphabet=CHARS, min_size=1, max_size=3), st.integers(0, 80)).map(lambda r: r[0] * r[1])
+
+
 @FUZZ
-@given(
-    st.recursive(leaves(), compounds, max_leaves=8),
-    st.lists(st.text(alphabet=CHARS, max_size=7), min_size=1, max_size=12),
-)
+@given(st.recursive(leaves(), compounds, max_leaves=8), st.lists(st.one_of(short, runs), min_size=1, max_size=12))
 def test_grammar_without_recursion_accepts_what_re_accepts(expr, samples):
     matcher_cls = core().Matcher
     gbnf, regex = expr
-    grammar = compile_gbnf("root ::= " + gbnf)
+    grammar = compile_gbnf(f"root ::= {gbnf}\n{HELPERS}")
     for s in samples:
         m = matcher_cls(grammar)
         got = m.accept_bytes(s.encode()) and m.is_accepting()
