@@ -7,8 +7,6 @@ The core never sees a tokenizer library: it sees one byte string per token id
 from __future__ import annotations
 
 import json
-import mmap
-import struct
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import cached_property
 from os import PathLike
@@ -16,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import UsageError, VocabularyError
+from .gguf_meta import read_metadata, required_field
 
 
 class Vocabulary:
@@ -69,18 +68,18 @@ class Vocabulary:
         """
         path = Path(path)
         meta = _read_gguf_metadata(path)
-        kind = _gguf_field(meta, "tokenizer.ggml.model", str, path)
+        kind = required_field(meta, "tokenizer.ggml.model", str, path)
         if kind not in _GGUF_DECODERS:
             raise VocabularyError(f"unsupported tokenizer model {kind!r} (gpt2 and llama are read) - at {path}")
         decode = _GGUF_DECODERS[kind]
-        texts = _gguf_field(meta, "tokenizer.ggml.tokens", list, path)
+        texts = required_field(meta, "tokenizer.ggml.tokens", list, path)
         if not all(isinstance(t, str) for t in texts[:1]):  # GGUF arrays hold one type
             raise VocabularyError(f"tokenizer.ggml.tokens is not an array of strings - at {path}")
         types = meta.get("tokenizer.ggml.token_type", [_NORMAL] * len(texts))
         if not isinstance(types, list) or len(types) != len(texts) or not all(isinstance(k, int) for k in types[:1]):
             raise VocabularyError(f"tokenizer.ggml.token_type does not give one type per token - at {path}")
         tokens = [_gguf_piece(text, kind, decode) for text, kind in zip(texts, types, strict=True)]
-        eos = [_gguf_field(meta, key, int, path) for key in _GGUF_EOS_KEYS if key in meta]
+        eos = [required_field(meta, key, int, path) for key in _GGUF_EOS_KEYS if key in meta]
         eos += _end_of_generation_ids((text, i) for i, text in enumerate(texts))
         return _build(cls, tokens, eos, None, path)  # llama.cpp's logits are one per token
 
@@ -199,8 +198,20 @@ def _sentencepiece_bytes(piece: str) -> bytes:
 
 #: Token texts that end generation whatever the metadata says: llama.cpp's list, so that
 #: every loader stops a chat turn where llama.cpp does (``<end_of_turn>``, ``<|eot_id|>`` ...).
+#: llama.cpp also ends on fill-in-the-middle padding, repository and file separators, and
+#: on gemma's user-defined ``</s>`` (the cross-check in tests/test_llamacpp_vocab.py pins it).
 _END_OF_GENERATION_TEXTS = frozenset(
     {
+        "</s>",
+        "<|fim_pad|>",
+        "<fim-pad>",
+        "<PAD>",
+        "<|fim_repo|>",
+        "<|repo_name|>",
+        "<fim-repo>",
+        "<REPO>",
+        "<reponame>",
+        "<|file_sep|>",
         "<|eot_id|>",
         "<|im_end|>",
         "<|end|>",
@@ -241,9 +252,6 @@ _NORMAL, _USER_DEFINED, _BYTE = 1, 4, 6
 _GGUF_DECODERS = {"gpt2": _byte_level_bytes, "llama": _sentencepiece_bytes}
 _GGUF_EOS_KEYS = ("tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id")
 _GGUF_KEYS = frozenset({"tokenizer.ggml.model", "tokenizer.ggml.tokens", "tokenizer.ggml.token_type", *_GGUF_EOS_KEYS})
-_GGUF_SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
-_GGUF_STRING, _GGUF_ARRAY = 8, 9
-_GGUF_KIND_NAMES = {int: "an integer", str: "a string", list: "an array"}
 
 
 def _gguf_piece(text: str, kind: int, decode: Callable[[str], bytes]) -> bytes:
@@ -253,100 +261,9 @@ def _gguf_piece(text: str, kind: int, decode: Callable[[str], bytes]) -> bytes:
     return text.encode() if kind == _USER_DEFINED else b""
 
 
-class _Truncated(Exception):
-    pass
-
-
-class _GGUFCursor:
-    """A bounds-checked reader of GGUF values, decoding only the values it is asked to keep.
-
-    ``gguf.GGUFReader`` builds numpy views of every array element: 2 s for 49k tokens,
-    10 s for 262k. Reading the few keys needed straight from the map takes 0.1-0.3 s.
-    """
-
-    def __init__(self, buf: mmap.mmap, order: str) -> None:
-        self.buf = buf
-        self.pos = 0
-        self.order = order
-        self._u64 = struct.Struct(order + "Q")
-
-    def unpack(self, fmt: str) -> tuple:
-        s = struct.Struct(self.order + fmt)
-        values = s.unpack_from(self.buf, self.pos)  # struct.error past the end
-        self.pos += s.size
-        return values
-
-    def string(self, keep: bool = True) -> str | None:
-        (n,) = self._u64.unpack_from(self.buf, self.pos)
-        start, self.pos = self.pos + 8, self.pos + 8 + n
-        if self.pos > len(self.buf):
-            raise _Truncated
-        return str(self.buf[start : self.pos], "utf-8") if keep else None
-
-    def value(self, kind: int, keep: bool = True) -> Any:
-        if kind == _GGUF_STRING:
-            return self.string(keep)
-        if kind in _GGUF_SCALARS:
-            return self.unpack(_GGUF_SCALARS[kind])[0]
-        if kind != _GGUF_ARRAY:
-            raise ValueError(f"unknown GGUF value type {kind}")
-        item, count = self.unpack("IQ")
-        if item in _GGUF_SCALARS:
-            fmt = _GGUF_SCALARS[item]
-            start, self.pos = self.pos, self.pos + count * struct.calcsize(fmt)
-            if self.pos > len(self.buf):
-                raise _Truncated
-            return list(struct.unpack_from(f"{self.order}{count}{fmt}", self.buf, start)) if keep else None
-        if self.pos + 8 * count > len(self.buf):  # every string or array takes at least 8 bytes
-            raise _Truncated
-        return [self.value(item, keep) for _ in range(count)]
-
-
 def _read_gguf_metadata(path: Path) -> dict[str, Any]:
     """The tokenizer keys of a GGUF file's key-value section; a file that is not GGUF is refused."""
-    try:
-        with path.open("rb") as f:
-            head = f.read(8)
-            if len(head) < 8 or head[:4] != b"GGUF":
-                raise VocabularyError(f"not a GGUF file (it starts with {head[:4]!r}) - at {path}")
-            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-                return _parse_gguf(buf, path)
-    except OSError as e:
-        raise VocabularyError(f"cannot read the file: {e.strerror or e} - at {path}") from None
-
-
-def _parse_gguf(buf: mmap.mmap, path: Path) -> dict[str, Any]:
-    # A big-endian file's version reads as a multiple of 65536 in little-endian order.
-    order = "<" if struct.unpack_from("<I", buf, 4)[0] & 0xFFFF else ">"
-    cur = _GGUFCursor(buf, order)
-    cur.pos = 4
-    try:
-        (version,) = cur.unpack("I")
-        if version not in (2, 3):
-            raise VocabularyError(f"GGUF version {version} is not supported (2 and 3 are) - at {path}")
-        _tensors, n_keys = cur.unpack("QQ")
-        meta = {}
-        for _ in range(n_keys):
-            key = cur.string()
-            keep = key in _GGUF_KEYS
-            (kind,) = cur.unpack("I")
-            value = cur.value(kind, keep)
-            if keep:
-                meta[key] = value
-    except (_Truncated, struct.error):
-        raise VocabularyError(f"truncated GGUF file: its metadata runs past the end - at {path}") from None
-    except (ValueError, OverflowError, MemoryError) as e:  # bad UTF-8, an unknown type, absurd counts
-        raise VocabularyError(f"malformed GGUF metadata: {e} - at {path}") from None
-    return meta
-
-
-def _gguf_field(meta: Mapping[str, Any], key: str, kind: type, path: Path) -> Any:
-    if key not in meta:
-        raise VocabularyError(f"GGUF metadata has no {key} - at {path}")
-    value = meta[key]
-    if not isinstance(value, kind) or isinstance(value, bool):
-        raise VocabularyError(f"{key} is not {_GGUF_KIND_NAMES[kind]} - at {path}")
-    return value
+    return read_metadata(path, _GGUF_KEYS)
 
 
 # --- tokenizer.json (Hugging Face tokenizers) ------------------------------------------------------

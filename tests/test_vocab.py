@@ -59,8 +59,8 @@ def all_tokens(vocab: Vocabulary) -> list[bytes]:
 SHAPES = [
     # Llama 3.2 Vision's tokenizer: <|image|> is id 128256, one past the text model's 128,256.
     pytest.param("llama3_vocab", 128_257, (128001, 128008, 128009), id="llama3"),
-    pytest.param("smollm2_vocab", 49_152, (0, 2), id="smollm2"),
-    pytest.param("gemma_vocab", 262_144, (1, 106), id="gemma"),
+    pytest.param("smollm2_vocab", 49_152, (0, 2, 4), id="smollm2"),  # 4 is <reponame>, as llama.cpp says
+    pytest.param("gemma_vocab", 262_144, (1, 106, 212), id="gemma"),  # 212 is </s>, as llama.cpp says
 ]
 
 
@@ -360,7 +360,7 @@ EOS_CONFIGS = [
     pytest.param({"eos_token": {"content": "</s>", "special": True}}, None, (3, 4), id="eos_token as a dict"),
     pytest.param(None, {"eos_token_id": [1, 4]}, (1, 3, 4), id="generation_config list"),
     pytest.param({"eos_token": None}, {"eos_token_id": 4}, (3, 4), id="generation_config int"),
-    pytest.param(None, None, (3,), id="no configs: <|im_end|> by its text"),
+    pytest.param(None, None, (3, 4), id="no configs: <|im_end|> and </s> by their text"),
 ]
 
 

@@ -43,6 +43,7 @@ ctypedef struct Tables:
     const int32_t* x_arg
     const int32_t* x_tgt
     const uint8_t* final
+    const uint8_t* tail        # final with no edges: returning there is returning to the caller's caller
     const int32_t* state_rule
     const int32_t* rule_start
     const int32_t* rule_min

@@ -143,9 +143,12 @@ cdef int32_t closure(const Tables* t, Arena* a, Config c, int32_t out_start, int
             k = t.x_kind[j]
             y = x
             if k == 1:      # CALL: push a frame returning to the target, enter the rule
-                f = _frame(a, t.x_tgt[j], x.counter, x.parent, flags)
-                if f < 0:
-                    return -1
+                if t.tail[t.x_tgt[j]]:
+                    f = x.parent  # a tail call: right recursion runs in constant stack
+                else:
+                    f = _frame(a, t.x_tgt[j], x.counter, x.parent, flags)
+                    if f < 0:
+                        return -1
                 y.state = t.rule_start[t.x_arg[j]]
                 y.counter = 0
                 y.parent = f
@@ -229,6 +232,9 @@ cdef class CompiledGrammar:
             if arr.size == 0:  # a zero-length array has no data pointer to borrow
                 arr = np.zeros(1, arr.dtype)
             keep[name] = arr
+        final, b_start, x_start = keep["final"], keep["b_start"], keep["x_start"]
+        tail = (final[:n].astype(bool) & (b_start[1 : n + 1] == b_start[:n]) & (x_start[1 : n + 1] == x_start[:n]))
+        keep["tail"] = np.ascontiguousarray(tail, np.uint8) if n else np.zeros(1, np.uint8)
         byteset = np.zeros(max(n, 1) * 8, np.uint32)
         _fill_byteset(keep["b_start"], keep["b_lo"], keep["b_hi"], byteset, n)
         self._arrays = keep
@@ -246,6 +252,7 @@ cdef class CompiledGrammar:
         self.t.x_arg = <const int32_t*> <size_t> keep["x_arg"].ctypes.data
         self.t.x_tgt = <const int32_t*> <size_t> keep["x_tgt"].ctypes.data
         self.t.final = <const uint8_t*> <size_t> keep["final"].ctypes.data
+        self.t.tail = <const uint8_t*> <size_t> keep["tail"].ctypes.data
         self.t.state_rule = <const int32_t*> <size_t> keep["state_rule"].ctypes.data
         self.t.rule_start = <const int32_t*> <size_t> keep["rule_start"].ctypes.data
         self.t.rule_min = <const int32_t*> <size_t> keep["rule_min"].ctypes.data

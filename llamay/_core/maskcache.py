@@ -3,8 +3,9 @@
 A position is a state of the top frame, its counter (folded where it cannot matter), the
 whitespace budget left (up to a window) and a few frames below. Its entry holds the tokens
 the position alone accepts (a bitmask) and the few whose fate depends on deeper frames or
-more whitespace (checked per step against the real stack). Entries are computed on first use, without the GIL, and inserted under it, so
-concurrent matchers at worst compute one twice. The cache stops growing at
+more whitespace (checked per step against the real stack). Entries are computed on first
+use, without the GIL, and inserted under it, so concurrent matchers at worst compute one
+twice. The cache stops growing at
 ``limits.MASK_CACHE_BYTES``; positions past it are walked in full at every step.
 """
 

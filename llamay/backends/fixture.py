@@ -1,0 +1,75 @@
+"""A deterministic scripted "model" over a real vocabulary, for behaviours real models show rarely.
+
+Its logits rank tokens three ways: the longest token that continues ``script`` (text it is
+set on writing, e.g. two tool calls in a row) first, then EOS once the script is written,
+then the ``ScriptedScorer``'s favourites (e.g. runs of spaces), then everything else. Under
+a constraint the mask removes what the grammar refuses, so tests see exactly what the
+constraint makes of a model that insists.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..models import default_model_path
+from ..testing import ScriptedScorer
+from ..vocab import Vocabulary
+from .base import Backend
+
+_SCRIPT, _EOS, _FAVOURITE = 3e6, 2e6, 1e6
+
+
+class FixtureBackend(Backend):
+    name = "fixture"
+
+    def __init__(self, vocab: Vocabulary, *, prefer: bytes = b" ", script: bytes = b"", model_id: str = "fixture"):
+        self.vocab = vocab
+        self.model_id = model_id
+        self.script = script
+        self._by_bytes: dict[bytes, int] = {}
+        for i in range(vocab.size):
+            self._by_bytes.setdefault(vocab.token_bytes(i), i)
+        self._by_bytes.pop(b"", None)
+        self._longest = max(map(len, self._by_bytes), default=1)
+        base = np.full(vocab.size, -1.0, np.float32)
+        favourites = ScriptedScorer(vocab, prefer).favourites
+        base[favourites] = _FAVOURITE - np.arange(favourites.size, dtype=np.float32)
+        self._base = base
+        self._written = b""
+        self._logits = base.copy()
+
+    def tokenize(self, text: str) -> list[int]:
+        """Greedy longest match: the fixture needs some ids for the prompt, not a faithful tokenization."""
+        data, out, pos = text.encode("utf-8"), [], 0
+        while pos < len(data):
+            for n in range(min(self._longest, len(data) - pos), 0, -1):
+                tok = self._by_bytes.get(data[pos : pos + n])
+                if tok is not None:
+                    out.append(tok)
+                    pos += n
+                    break
+            else:
+                pos += 1  # a byte no token spells (a vocabulary without byte tokens)
+        return out
+
+    def begin(self, prompt: list[int]) -> None:
+        self._written = b""
+
+    def feed(self, token: int) -> None:
+        self._written += self.vocab.token_bytes(token)
+
+    def logits(self) -> np.ndarray:
+        self._logits[:] = self._base
+        rest = self.script[len(self._written):] if self.script.startswith(self._written) else b""
+        if self.script and not rest and self._written:
+            self._logits[list(self.vocab.eos_ids)] = _EOS
+        for n in range(min(self._longest, len(rest)), 0, -1):
+            tok = self._by_bytes.get(rest[:n])
+            if tok is not None:
+                self._logits[tok] = _SCRIPT + n
+        return self._logits
+
+
+def load(model=None, *, vocab: Vocabulary | None = None, **options) -> FixtureBackend:
+    """``vocab`` defaults to the embedded model's (SmolLM2, 49,152 tokens); ``model`` names the fixture."""
+    return FixtureBackend(vocab or Vocabulary.from_gguf(default_model_path()), model_id=model or "fixture", **options)

@@ -1,0 +1,315 @@
+"""Where a request meets a backend: messages + constraint + sampling -> events.
+
+``llamay.load().chat()`` and every API route go through ``Model.chat``; nothing else
+renders prompts, builds constraints or runs generations. A request flows one way: render
+the prompt (the model's template, Hermes tools where it has none), pick the constraint
+(schema, grammar, lexicon, any JSON, or the tool-call grammar), run the backend's loop
+under a matcher, and turn tokens into text deltas, held-back tool calls, and a final
+``Done`` with the finish reason, usage and warnings.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json as _json
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._core.automaton import CompiledGrammar
+from ._core.matcher import Matcher
+from .backends import Backend, Sampling, load_backend
+from .chat import ChatTemplate, ToolCall, ToolCallStream, normalize_tools
+from .errors import UsageError
+
+log = logging.getLogger("llamay")
+
+TRUNCATED_WARNING = "max_tokens ended the output before the constrained document was complete"
+_GRAMMAR_CACHE_SIZE = 64
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True)
+class Done:
+    finish_reason: str  # "stop" | "length" | "tool_calls"
+    usage: dict[str, int]
+    warnings: list[str]
+
+
+@dataclass
+class ChatResult:
+    text: str
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    finish_reason: str = "stop"
+    usage: dict[str, int] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+Event = TextDelta | ToolCall | Done
+
+
+def load(backend: str = "llamacpp", model: str | None = None, **backend_options: Any) -> Model:
+    """Load ``model`` (None: the embedded default, SmolLM2-135M-Instruct) on ``backend``."""
+    return Model(load_backend(backend, model, **backend_options))
+
+
+class Model:
+    """A loaded model with its template and a cache of compiled constraints; thread-safe."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        self.template = ChatTemplate(backend.chat_template, bos_token=backend.bos_token, eos_token=backend.eos_token,
+                                     origin=f"{backend.model_id} chat template")
+        if self.template.is_default:
+            log.warning("%s has no chat template: using the default (ChatML)", backend.model_id)
+        self._lock = threading.Lock()
+        self._grammars: OrderedDict[tuple, CompiledGrammar] = OrderedDict()
+        self._grammars_lock = threading.Lock()
+
+    @property
+    def model_id(self) -> str:
+        return self.backend.model_id
+
+    def chat(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        schema: Any = None,
+        grammar: str | None = None,
+        lexicon: Any = None,
+        json: bool = False,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        tool_choice: Any = "auto",
+        parallel_tool_calls: bool = True,
+        max_tokens: int = 256,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        top_k: int = 0,
+        seed: int | None = None,
+        stop: str | Sequence[str] | None = None,
+        stream: bool = False,
+        cancel: threading.Event | None = None,
+    ) -> ChatResult | Iterator[Event]:
+        """Generate a reply; ``stream=True`` returns an iterator of ``TextDelta``, ``ToolCall`` and ``Done``.
+
+        At most one constraint (``schema``, ``grammar``, ``lexicon``, ``json``); ``tools`` with
+        ``tool_choice`` other than ``"none"`` is a constraint of its own. Raises ``SchemaError``
+        / ``GrammarError`` for a refused constraint and ``UsageError`` for misuse, before any
+        token is generated.
+        """
+        request = self._prepare(messages, schema, grammar, lexicon, json, tools, tool_choice, parallel_tool_calls,
+                                max_tokens, stop)
+        sampling = Sampling(temperature=temperature, top_p=top_p, top_k=top_k, seed=seed)
+        events = self._run(request, sampling, cancel)
+        return events if stream else _collect(events)
+
+    # -- request preparation (everything that can fail before generation) -------------------
+    def _prepare(self, messages, schema, grammar, lexicon, json_, tools, tool_choice, parallel, max_tokens, stop):
+        if not isinstance(max_tokens, int) or max_tokens < 1:
+            raise UsageError(f"max_tokens must be a positive integer, got {max_tokens!r}")
+        stops = [stop] if isinstance(stop, str) else list(stop or [])
+        if any(not isinstance(s, str) or not s for s in stops):
+            raise UsageError("stop must be a non-empty string or a list of them")
+        tool_list = normalize_tools(tools)
+        mode, name = _tool_mode(tool_choice, tool_list)
+        chosen = [k for k, v in (("schema", schema), ("grammar", grammar), ("lexicon", lexicon)) if v is not None]
+        chosen += ["json"] if json_ else []
+        if tool_list and mode != "none" and chosen:
+            chosen.append("tools")
+        if len(chosen) > 1:
+            raise UsageError(f"one constraint at a time: {' and '.join(chosen)} were both given")
+        constraint = self._constraint(schema, grammar, lexicon, json_, tool_list, mode, name, parallel)
+        prompt = self.template.render(messages, tool_list if mode != "none" else None)
+        stops += list(self.template.stop)
+        return _Request(prompt, constraint, tool_list and mode != "none", max_tokens, stops)
+
+    def _constraint(self, schema, grammar, lexicon, json_, tools, mode, name, parallel) -> CompiledGrammar | None:
+        if schema is not None:
+            return self._cached(("schema", _canonical(schema)), lambda: _compile_schema(schema))
+        if grammar is not None:
+            if not isinstance(grammar, str):
+                raise UsageError("grammar must be GBNF text")
+            return self._cached(("gbnf", grammar), lambda: _compile_gbnf(grammar))
+        if lexicon is not None:
+            words = None if lexicon is True else list(lexicon)
+            return self._cached(("lexicon", _canonical(words)), lambda: _compile_lexicon(words))
+        if json_:
+            return self._cached(("json",), _any_json)
+        if tools and mode != "none":
+            specs = [{"name": t["function"]["name"], "parameters": t["function"].get("parameters", {})} for t in tools]
+            key = ("tools", mode, name, bool(parallel), _canonical(specs))
+            return self._cached(key, lambda: _compile_tools(specs, mode, name, parallel))
+        return None
+
+    def _cached(self, key: tuple, build) -> CompiledGrammar:
+        with self._grammars_lock:
+            hit = self._grammars.get(key)
+            if hit is not None:
+                self._grammars.move_to_end(key)
+                return hit
+        compiled = build()
+        with self._grammars_lock:
+            self._grammars[key] = compiled
+            while len(self._grammars) > _GRAMMAR_CACHE_SIZE:
+                self._grammars.popitem(last=False)
+        return compiled
+
+    # -- generation -------------------------------------------------------------------------
+    def _run(self, req: _Request, sampling: Sampling, cancel: threading.Event | None) -> Iterator[Event]:
+        backend = self.backend
+        prompt_ids = backend.tokenize(req.prompt)
+        matcher = Matcher(req.constraint, backend.vocab) if req.constraint is not None else None
+        warnings = list(req.constraint.warnings) if req.constraint is not None else []
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        text = _StopFilter(req.stops)
+        calls = ToolCallStream() if req.tools else None
+        n_tokens, made_calls, reason = 0, False, "length"
+        with self._lock:
+            gen = backend.generate(prompt_ids, matcher=matcher, sampling=sampling, max_tokens=req.max_tokens,
+                                   cancel=cancel)
+            while True:
+                try:
+                    token = next(gen)
+                except StopIteration:
+                    reason = "length" if n_tokens >= req.max_tokens else "stop"
+                    break
+                n_tokens += 1
+                piece, stopped = text.feed(decoder.decode(backend.vocab.token_bytes(token)))
+                for event in _route(piece, calls):
+                    made_calls = made_calls or isinstance(event, ToolCall)
+                    yield event
+                if stopped:
+                    reason = "stop"
+                    gen.close()
+                    break
+        tail, _ = text.feed(decoder.decode(b"", final=True))
+        tail += text.flush()
+        if matcher is not None and reason == "length" and not matcher.is_accepting():
+            warnings.append(TRUNCATED_WARNING)
+        if calls is not None and calls.in_call:
+            # a call cut short (max_tokens, a stop string, cancellation) is returned as text, never as a call
+            held = calls.drain() + tail
+            if held:
+                yield TextDelta(held)
+        else:
+            for event in _route(tail, calls, final=True):
+                made_calls = made_calls or isinstance(event, ToolCall)
+                yield event
+        if made_calls and reason == "stop":
+            reason = "tool_calls"
+        usage = {"prompt_tokens": len(prompt_ids), "completion_tokens": n_tokens}
+        yield Done(reason, usage, warnings)
+
+
+@dataclass
+class _Request:
+    prompt: str
+    constraint: CompiledGrammar | None
+    tools: bool
+    max_tokens: int
+    stops: list[str]
+
+
+class _StopFilter:
+    """Cuts the text at the first stop string, holding back what could still become one."""
+
+    def __init__(self, stops: list[str]) -> None:
+        self.stops = stops
+        self.held = ""
+        self.stopped = False
+
+    def feed(self, piece: str) -> tuple[str, bool]:
+        if self.stopped:
+            return "", True
+        buf = self.held + piece
+        cut = min((i for i in (buf.find(s) for s in self.stops) if i >= 0), default=-1)
+        if cut >= 0:
+            self.held, self.stopped = "", True
+            return buf[:cut], True
+        keep = max((k for s in self.stops for k in range(min(len(s) - 1, len(buf)), 0, -1)
+                    if buf.endswith(s[:k])), default=0)
+        self.held = buf[len(buf) - keep:] if keep else ""
+        return buf[: len(buf) - keep], False
+
+    def flush(self) -> str:
+        out, self.held = self.held, ""
+        return out
+
+
+def _route(piece: str, calls: ToolCallStream | None, final: bool = False) -> Iterator[Event]:
+    items: list = [piece] if calls is None else calls.feed(piece) + (calls.finish() if final else [])
+    for item in items:
+        if isinstance(item, str):
+            if item:
+                yield TextDelta(item)
+        else:
+            yield item
+
+
+def _collect(events: Iterator[Event]) -> ChatResult:
+    parts: list[str] = []
+    calls: list[dict[str, Any]] = []
+    for event in events:
+        if isinstance(event, TextDelta):
+            parts.append(event.text)
+        elif isinstance(event, ToolCall):
+            calls.append({"id": event.id, "name": event.name, "arguments": event.arguments})
+        else:
+            return ChatResult("".join(parts), calls, event.finish_reason, event.usage, event.warnings)
+    raise AssertionError("the event stream ended without Done")
+
+
+def _tool_mode(choice: Any, tools: list[dict]) -> tuple[str, str | None]:
+    """OpenAI's ``tool_choice`` as (mode, tool name)."""
+    if choice is None or choice == "auto":
+        return "auto", None
+    if choice in ("none", "required"):
+        return choice, None
+    if isinstance(choice, Mapping) and choice.get("type") == "function" and isinstance(choice.get("function"), Mapping):
+        name = choice["function"].get("name")
+        names = [t["function"]["name"] for t in tools]
+        if name not in names:
+            raise UsageError(f"tool_choice names {name!r}, which is not among the offered tools {names}")
+        return "named", name
+    raise UsageError(f'tool_choice must be "auto", "none", "required" or a named function, got {choice!r}')
+
+
+def _canonical(value: Any) -> str:
+    return _json.dumps(value, sort_keys=False, separators=(",", ":"), ensure_ascii=False)
+
+
+def _compile_schema(schema):
+    from .schema import compile_json_schema
+
+    return compile_json_schema(schema)
+
+
+def _compile_gbnf(text: str):
+    from .gbnf import compile_gbnf
+
+    return compile_gbnf(text)
+
+
+def _compile_lexicon(words):
+    from .lexicon import compile_lexicon
+
+    return compile_lexicon(words)
+
+
+def _any_json():
+    from .schema import any_json
+
+    return any_json()
+
+
+def _compile_tools(specs, mode, name, parallel):
+    from .toolcall import compile_tool_calls
+
+    return compile_tool_calls(specs, mode, name=name, parallel=parallel)
