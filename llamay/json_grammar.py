@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from decimal import Decimal, InvalidOperation
+from functools import lru_cache
 
 from .ir import (
     EMPTY,
@@ -32,6 +33,7 @@ from .ir import (
     star,
     whitespace,
 )
+from .limits import MAX_REPEAT
 from .utf8 import MAX_CODE_POINT, char_class
 
 #: Optional structural whitespace; every byte is charged to the document's budget.
@@ -70,33 +72,75 @@ CHAR = alt(_RAW_CHAR, _ESCAPE)
 
 # json.dumps escapes: the short forms, and \u00xx (lower-case hex) for the other C0 controls.
 _SHORT_ESCAPES = {0x22: '"', 0x5C: "\\", 0x08: "b", 0x0C: "f", 0x0A: "n", 0x0D: "r", 0x09: "t"}
-_ESCAPED = tuple(sorted(set(range(0x20)) | set(_SHORT_ESCAPES)))
+_HEX_LOWER = b"0123456789abcdef"
 
 
 def string(lo: int = 0, hi: int | None = None) -> Expr:
     """A JSON string value of ``lo`` to ``hi`` code points ("minLength"/"maxLength")."""
-    return seq(literal('"'), repeat(CHAR, lo, hi), literal('"'))
+    return seq(literal('"'), counted(CHAR, lo, hi), literal('"'))
 
 
-def canonical_escape(cp: int) -> bytes:
-    """The one spelling ``json.dumps`` gives a character that must be escaped."""
+def counted(item: Expr, lo: int, hi: int | None) -> Expr:
+    """``item`` ``lo`` to ``hi`` times, exactly, within the IR's repetition bound ``MAX_REPEAT``.
+
+    Counts above the bound are built from blocks of ``MAX_REPEAT`` items. A range of ``n``
+    optional items beyond the minimum is either ``q`` whole blocks and up to ``n mod MAX_REPEAT``
+    more, or fewer blocks and up to one block less one: two branches with disjoint lengths.
+    ``lo`` must be at most ``MAX_REPEAT ** 2`` (the schema checker refuses larger minimums);
+    a range wider than that is narrowed to it, which only refuses values no model writes.
+    """
+    block = repeat(item, MAX_REPEAT, MAX_REPEAT)
+    blocks, rest = divmod(lo, MAX_REPEAT)
+    fixed = [repeat(block, blocks, blocks)] if blocks else []
+    extra = None if hi is None else min(hi - lo, MAX_REPEAT * MAX_REPEAT)
+    if extra is None or rest + extra <= MAX_REPEAT:
+        return seq(*fixed, repeat(item, rest, None if extra is None else rest + extra))
+    if extra <= MAX_REPEAT:
+        return seq(*fixed, repeat(item, rest, rest), repeat(item, 0, extra))
+    q, r = divmod(extra, MAX_REPEAT)
+    ranged = alt(
+        seq(repeat(block, q, q), repeat(item, 0, r)),
+        seq(repeat(block, 0, q - 1), repeat(item, 0, MAX_REPEAT - 1)),
+    )
+    return seq(*fixed, repeat(item, rest, rest), ranged)
+
+
+def encode_char(cp: int) -> bytes:
+    """The canonical spelling of one code point inside a JSON string (as ``json.dumps`` writes it)."""
     short = _SHORT_ESCAPES.get(cp)
-    return ("\\" + short if short else f"\\u{cp:04x}").encode()
+    if short:
+        return ("\\" + short).encode()
+    if cp < 0x20:
+        return f"\\u{cp:04x}".encode()
+    return chr(cp).encode("utf-8", "surrogatepass")
 
 
+@lru_cache(maxsize=1024)
 def canonical_char(excluded: frozenset[int] = frozenset()) -> Expr:
-    """One code point in canonical spelling, except the code points in ``excluded``."""
-    raw = [(cp, cp) for cp in sorted(excluded) if cp >= 0x20]
-    pieces = [char_class(_subtract(_RAW_RANGES, raw))]
-    pieces.extend(literal(canonical_escape(cp)) for cp in _ESCAPED if cp not in excluded)
+    """One code point in its canonical spelling, except the code points in ``excluded``.
+
+    The escapes are factored by their common bytes (``\\u00`` then two hex digits) to keep the
+    expression small: every trie node of an additional-key grammar holds one of these.
+    """
+    holes = sorted(cp for cp in excluded if cp >= 0x20)
+    pieces = [char_class(_subtract(_RAW_RANGES, holes))]
+    short = bytes(ord(_SHORT_ESCAPES[cp]) for cp in sorted(_SHORT_ESCAPES) if cp not in excluded)
+    hexes = []
+    for high in (0, 1):
+        lows = [d for d in range(16) if 16 * high + d not in _SHORT_ESCAPES and 16 * high + d not in excluded]
+        if lows:
+            hexes.append(seq(literal(str(high)), byte_set(bytes(_HEX_LOWER[d] for d in lows))))
+    escapes = ([byte_set(short)] if short else []) + ([seq(literal("u00"), alt(*hexes))] if hexes else [])
+    if escapes:
+        pieces.append(seq(literal("\\"), alt(*escapes)))
     return alt(*pieces)
 
 
-def _subtract(ranges, holes) -> list[tuple[int, int]]:
-    """``ranges`` minus the sorted single code points ``holes``."""
+def _subtract(ranges, holes: list[int]) -> list[tuple[int, int]]:
+    """``ranges`` minus the sorted code points ``holes``."""
     out = []
     for lo, hi in ranges:
-        for h, _ in holes:
+        for h in holes:
             if lo <= h <= hi:
                 if lo < h:
                     out.append((lo, h - 1))
@@ -108,38 +152,51 @@ def _subtract(ranges, holes) -> list[tuple[int, int]]:
 
 CANONICAL_CHAR = canonical_char()
 
+#: Key characters matched exactly against the declared names; past this depth an extra key
+#: that still follows a name is refused (sound: it only ever rejects more keys).
+KEY_TRIE_DEPTH = 16
+
 
 def key_excluding(names, any_tail: Expr) -> Expr:
     """A canonical string (quotes included) equal to none of ``names``.
 
-    The names form a trie over code points. At each node the key may end (unless a name
-    ends there), continue into a child, or leave the trie with any other character and
-    then anything (``any_tail``, a star of canonical characters). Size is linear in the
-    total length of the names; the alternatives at each node start with distinct characters.
+    A key that is not a name either leaves the names' trie (a prefix of a name, then a
+    character no name continues with, then anything: ``any_tail``) or stops inside it at a
+    point where no name ends. The two run side by side as two automaton paths, and
+    ``any_tail`` appears once, so the size is linear in the total length of the names.
     """
     trie: dict = {}
     for name in names:
         node = trie
-        for ch in name:
+        for ch in name[:KEY_TRIE_DEPTH]:
             node = node.setdefault(ord(ch), {})
-        node[None] = True
-    return seq(literal('"'), _outside(trie, any_tail), literal('"'))
+        node[None if len(name) <= KEY_TRIE_DEPTH else "long"] = True
+    leave, stop = _leave(trie, 0), _stop(trie, 0)
+    ways = ([seq(leave, any_tail)] if leave is not None else []) + ([stop] if stop is not None else [])
+    return seq(literal('"'), alt(*ways), literal('"'))
 
 
-def _outside(node: dict, any_tail: Expr) -> Expr:
-    children = [cp for cp in node if cp is not None]
-    parts = [] if None in node else [EMPTY]
+def _leave(node: dict, depth: int) -> Expr | None:
+    """A prefix that follows the trie from ``node``, then a character that leaves it."""
+    if depth == KEY_TRIE_DEPTH:
+        return None if "long" in node else CANONICAL_CHAR
+    children = [cp for cp in node if isinstance(cp, int)]
+    parts = [canonical_char(frozenset(children))]
     for cp in children:
-        parts.append(seq(literal(encode_char(cp)), _outside(node[cp], any_tail)))
-    parts.append(seq(canonical_char(frozenset(children)), any_tail))
+        rest = _leave(node[cp], depth + 1)
+        if rest is not None:
+            parts.append(seq(literal(encode_char(cp)), rest))
     return alt(*parts)
 
 
-def encode_char(cp: int) -> bytes:
-    """The canonical spelling of one code point inside a JSON string."""
-    if cp in _SHORT_ESCAPES or cp < 0x20:
-        return canonical_escape(cp)
-    return chr(cp).encode("utf-8", "surrogatepass")
+def _stop(node: dict, depth: int) -> Expr | None:
+    """A prefix that follows the trie from ``node`` and ends where no name ends."""
+    parts = [] if None in node else [EMPTY]
+    for cp in node:
+        rest = _stop(node[cp], depth + 1) if isinstance(cp, int) else None
+        if rest is not None:
+            parts.append(seq(literal(encode_char(cp)), rest))
+    return alt(*parts) if parts else None
 
 
 def dumps(value) -> str:

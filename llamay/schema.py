@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING
 
 from . import json_grammar as jg
 from .errors import GrammarError, SchemaError
-from .ir import EMPTY, Expr, Grammar, Ref, alt, literal, optional, repeat, seq, star
-from .limits import COMPILE_SECONDS, MAX_DEPTH, MAX_SOURCE_BYTES
+from .ir import EMPTY, Alt, Expr, Grammar, Ref, alt, literal, optional, seq, star
+from .limits import COMPILE_SECONDS, MAX_DEPTH, MAX_REPEAT, MAX_SOURCE_BYTES
 
 if TYPE_CHECKING:
     from ._core.automaton import CompiledGrammar
@@ -191,7 +191,7 @@ _SHAPES = {
     "maxItems": (_is_count, "a non-negative integer"),
     "minLength": (_is_count, "a non-negative integer"),
     "maxLength": (_is_count, "a non-negative integer"),
-    "enum": (lambda v: isinstance(v, list) and len(v) > 0, "a non-empty list"),
+    "enum": (lambda v: isinstance(v, list), "a list"),
     "const": (lambda v: True, "a JSON value"),
     "minimum": (_is_number, "a number"),
     "maximum": (_is_number, "a number"),
@@ -246,6 +246,10 @@ class _Checker:
         test, shape = _SHAPES[keyword]
         if not test(value):
             raise SchemaError(f"{keyword!r} must be {shape}", keyword=keyword, pointer=pointer)
+        # "MAX_REPEAT": a minimum count is built from blocks of MAX_REPEAT repetitions.
+        if keyword in ("minItems", "minLength") and value > MAX_REPEAT * MAX_REPEAT:
+            message = f"{keyword} {value} is above {MAX_REPEAT * MAX_REPEAT}"
+            raise SchemaError(message, keyword="MAX_REPEAT", pointer=pointer)
         if keyword in WARNED and self.applies(node, keyword):
             self.warnings.append(f"{keyword} not enforced at {pointer or '(root)'}")
 
@@ -255,7 +259,7 @@ class _Checker:
         allowed = set(_allowed_types(node)) if _is_type(node.get("type", "null")) else set(TYPES)
         if "const" in node:
             allowed &= {_json_type(node["const"])}
-        elif _SHAPES["enum"][0](node.get("enum")):
+        elif isinstance(node.get("enum"), list):
             allowed &= {_json_type(v) for v in node["enum"]}
         return bool(allowed.intersection(_WARNED_TYPES[keyword]))
 
@@ -409,7 +413,7 @@ class _Compiler:
         if rest is None or hi == first:
             after = EMPTY
         else:
-            after = repeat(seq(sep, rest, jg.WS), max(lo - first, 0), None if hi is None else hi - first)
+            after = jg.counted(seq(sep, rest, jg.WS), max(lo - first, 0), None if hi is None else hi - first)
         for i in range(len(prefix) - 1, 0, -1):
             after = seq(sep, prefix[i], jg.WS, after)
             if i >= lo:
@@ -520,7 +524,8 @@ class _Compiler:
                 _trie_insert(trie, self.tokens(value, rest, pointer))
         if not trie:
             keyword = "const" if "const" in node else "enum"
-            raise Unsatisfiable(f"no {keyword} value satisfies the other keywords", keyword=keyword, pointer=pointer)
+            message = "enum is empty" if not candidates else f"no {keyword} value satisfies the other keywords"
+            raise Unsatisfiable(message, keyword=keyword, pointer=pointer)
         return _trie_expr(trie)
 
     def tokens(self, value, schema, pointer: str) -> list:
@@ -649,4 +654,5 @@ def _trie_expr(node: dict) -> Expr:
             ((token, child),) = child.items()
             run.append(token)
         parts.append(seq(*(literal(bytes([t])) if isinstance(t, int) else t for t in run), _trie_expr(child)))
-    return alt(*parts)
+    # The parts start with distinct tokens: no need for alt()'s quadratic de-duplication.
+    return parts[0] if len(parts) == 1 else Alt(tuple(parts))

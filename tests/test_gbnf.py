@@ -159,11 +159,22 @@ def accepts(grammar, data: str | bytes) -> bool:
     return verdict
 
 
+# Cases that fail because of a known bug below the parser, with the reason. Strict: when the
+# bug is fixed the case passes, pytest reports it, and its entry here is removed.
+KNOWN_BUGS = {
+    ("zero-count-inside-a-counted-repetition", "x"): "lowering: non_empty(Repeat(x, 0, 0)) returns x, not None",
+    ("many-literal-alternatives", "w4999"): "5000 alternatives without a shared prefix exceed MAX_CONFIGURATIONS",
+    ("many-literal-alternatives", "w5000"): "5000 alternatives without a shared prefix exceed MAX_CONFIGURATIONS",
+}
+
+
 def cases(name: str, accepted: list, rejected: list):
-    for data in accepted:
-        yield pytest.param(name, data, True, id=f"{name}-accepts-{data!r:.40}")
-    for data in rejected:
-        yield pytest.param(name, data, False, id=f"{name}-rejects-{data!r:.40}")
+    for expected, strings in ((True, accepted), (False, rejected)):
+        for data in strings:
+            bug = KNOWN_BUGS.get((name, data))
+            marks = [pytest.mark.xfail(strict=True, reason=bug)] if bug else []
+            verb = "accepts" if expected else "rejects"
+            yield pytest.param(name, data, expected, id=f"{name}-{verb}-{data!r:.40}", marks=marks)
 
 
 # The quirks of these grammars (TEST-CASE-KINDS.md, last section) are tested as written:
@@ -359,6 +370,7 @@ INLINE_CASES: dict[str, tuple[str, list, list]] = {
     "count-at-max-repeat": ("root ::= [0-9]{1,4096}", ["7", "1" * 4096], ["", "1" * 4097, "1" * 100 + "a"]),
     "large-minimum-count": ('root ::= "ab"{300,}', ["ab" * 300, "ab" * 1000], ["ab" * 299, "ab" * 300 + "a"]),
     "zero-count-matches-nothing-there": ('root ::= "a" "b"{0} "c"', ["ac"], ["abc", "a"]),
+    "zero-count-inside-a-counted-repetition": ('root ::= ("x"{0}){0,100}', [""], ["x"]),
     "counted-repetition-inside-counted-repetition": (
         'root ::= ("a"{2,3}){2,3}',
         ["a" * n for n in range(4, 10)],
@@ -415,6 +427,11 @@ INLINE_CASES: dict[str, tuple[str, list, list]] = {
         'root ::= e "x" root?\ne ::= "blah" |',
         ["x", "blahx", "xblahxx"],
         ["", "blah", "bla"],
+    ),
+    "many-literal-alternatives": (
+        "root ::= " + " | ".join(f'"w{i}"' for i in range(5000)),
+        ["w4999"],
+        ["w5000"],
     ),
     "medium-expression-grammar": (
         "root ::= expr\n"
