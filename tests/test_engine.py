@@ -10,8 +10,8 @@ import pytest
 
 pytest.importorskip("llama_cpp", reason="the llamacpp backend needs llama-cpp-python (ci/setup installs it)")
 
-from llamay import UsageError  # noqa: E402
-from llamay.engine import TRUNCATED_WARNING, Done, TextDelta, load  # noqa: E402
+from llamay import UsageError
+from llamay.engine import TRUNCATED_WARNING, Done, TextDelta, load
 
 # Strings are bounded: a 135M model at temperature 0 loves to repeat itself inside an open string,
 # and a bound is what guarantees the document closes within max_tokens.
