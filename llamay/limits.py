@@ -33,3 +33,6 @@ UNROLL_STATES = 64
 
 #: Expanded size (states) up to which a non-recursive rule is inlined at each use.
 INLINE_STATES = 4096
+
+#: Bytes of words in one lexicon (a request's list, or a --lexicon file).
+MAX_LEXICON_BYTES = 16 << 20

@@ -19,6 +19,8 @@ from .. import limits
 from ..errors import LlamayError, UsageError
 from .automaton cimport (ACCEPT, BOTTOM, CTX, CTX_FRAMES, F_OVERFLOW, WS_WINDOW, Arena, CompiledGrammar, Config, Tables,
                          arena_free, arena_init, closure, push_frame)
+from .lexicon cimport LEX_REJECT, LEX_SEP, CompiledLexicon, LexiconMasks
+from .lexicon import masks_for
 from .maskcache import cache_for
 from .trie cimport TokenTrie, TrieTables
 from .walk cimport IntVec, Levels, advance, levels_free, levels_reserve, push_config, walk
@@ -33,6 +35,8 @@ cdef class Matcher:
     """
 
     cdef CompiledGrammar g
+    cdef CompiledLexicon lex           # set for lexicon grammars: masks come from the skeleton index
+    cdef LexiconMasks lexmasks
     cdef readonly object vocab
     cdef TokenTrie trie
     cdef object cache
@@ -57,9 +61,14 @@ cdef class Matcher:
     def __init__(self, CompiledGrammar grammar, vocab=None):
         self.g = grammar
         self.vocab = vocab
+        if isinstance(grammar, CompiledLexicon):
+            self.lex = grammar
         if vocab is not None:
             self.trie = vocab.trie
-            self.cache = cache_for(grammar, vocab)
+            if self.lex is not None:
+                self.lexmasks = masks_for(self.lex, vocab)
+            else:
+                self.cache = cache_for(grammar, vocab)
             self.n_words = (vocab.size + 31) // 32
             self._eos = frozenset(vocab.eos_ids)
             if levels_reserve(&self.lv, self.trie.tr.max_depth) < 0:
@@ -105,6 +114,11 @@ cdef class Matcher:
         self.a.n_frames = 0
         self.a.step_frames = 0
         self.n_steps = 0
+        if self.lex is not None:
+            c.state, c.counter, c.parent, c.ws = LEX_SEP, 0, BOTTOM, 0
+            push_config(&self.a, c)
+            self._push_step(0, 1, False)
+            return
         c.state = self.g.t.rule_start[0]
         c.counter = 0
         c.parent = BOTTOM
@@ -149,6 +163,8 @@ cdef class Matcher:
     cpdef bint is_accepting(self):
         """Whether the bytes so far form a complete document (EOS would be allowed)."""
         cdef int32_t i, off = self.h_off[self.n_steps - 1]
+        if self.lex is not None:
+            return self.lex.accepting(self.a.cfg[off].state)
         for i in range(off, off + self.h_len[self.n_steps - 1]):
             if self.a.cfg[i].state == ACCEPT:
                 return True
@@ -159,6 +175,20 @@ cdef class Matcher:
         cdef int flags = 0
         cdef int32_t off = self.h_off[self.n_steps - 1], n = self.h_len[self.n_steps - 1], k
         cdef int32_t frames0 = self.a.n_frames
+        cdef Config c
+        cdef Py_ssize_t p
+        if self.lex is not None:
+            c = self.a.cfg[off]
+            with nogil:
+                for p in range(length):
+                    c.state = self.lex.step(c.state, data[p])
+                    if c.state == LEX_REJECT:
+                        break
+            if c.state == LEX_REJECT:
+                return False
+            push_config(&self.a, c)
+            self._push_step(self.committed, 1, False)
+            return True
         with nogil:
             k = advance(&self.g.t, &self.a, off, n, data, length, &flags)
         if flags & F_OVERFLOW:
@@ -219,6 +249,13 @@ cdef class Matcher:
             return
         off = self.h_off[self.n_steps - 1]
         n = self.h_len[self.n_steps - 1]
+        if self.lex is not None:
+            if self.is_accepting():
+                for e in self._eos:
+                    out[<int32_t> e >> 5] |= (<uint32_t> 1) << (<int32_t> e & 31)
+            with nogil:
+                self.lexmasks.fill(self.a.cfg[off].state, out)
+            return
         for i in range(n):
             c = self.a.cfg[off + i]
             if c.state == ACCEPT:
