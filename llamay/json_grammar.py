@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import json
 from decimal import Decimal, InvalidOperation
-from functools import lru_cache
 
 from .ir import (
     EMPTY,
+    Bytes,
     Expr,
     Grammar,
     Ref,
@@ -115,15 +115,23 @@ def encode_char(cp: int) -> bytes:
     return chr(cp).encode("utf-8", "surrogatepass")
 
 
-@lru_cache(maxsize=1024)
 def canonical_char(excluded: frozenset[int] = frozenset()) -> Expr:
-    """One code point in its canonical spelling, except the code points in ``excluded``.
+    """One code point in its canonical spelling, except the code points in ``excluded``."""
+    pieces = [_ascii_raw(excluded), _non_ascii(excluded), _escape(excluded)]
+    return alt(*(p for p in pieces if p is not None))
 
-    The escapes are factored by their common bytes (``\\u00`` then two hex digits) to keep the
-    expression small: every trie node of an additional-key grammar holds one of these.
-    """
-    holes = sorted(cp for cp in excluded if cp >= 0x20)
-    pieces = [char_class(_subtract(_RAW_RANGES, holes))]
+
+def _ascii_raw(excluded) -> Expr | None:
+    ranges = _subtract(((0x20, 0x21), (0x23, 0x5B), (0x5D, 0x7F)), sorted(cp for cp in excluded if cp < 0x80))
+    return Bytes(tuple(ranges)) if ranges else None
+
+
+def _non_ascii(excluded) -> Expr:
+    return char_class(_subtract(((0x80, MAX_CODE_POINT),), sorted(cp for cp in excluded if cp >= 0x80)))
+
+
+def _escape(excluded) -> Expr | None:
+    """The escapes json.dumps writes, factored by their common bytes (``\\u00`` then two hex digits)."""
     short = bytes(ord(_SHORT_ESCAPES[cp]) for cp in sorted(_SHORT_ESCAPES) if cp not in excluded)
     hexes = []
     for high in (0, 1):
@@ -131,9 +139,7 @@ def canonical_char(excluded: frozenset[int] = frozenset()) -> Expr:
         if lows:
             hexes.append(seq(literal(str(high)), byte_set(bytes(_HEX_LOWER[d] for d in lows))))
     escapes = ([byte_set(short)] if short else []) + ([seq(literal("u00"), alt(*hexes))] if hexes else [])
-    if escapes:
-        pieces.append(seq(literal("\\"), alt(*escapes)))
-    return alt(*pieces)
+    return seq(literal("\\"), alt(*escapes)) if escapes else None
 
 
 def _subtract(ranges, holes: list[int]) -> list[tuple[int, int]]:
@@ -157,13 +163,15 @@ CANONICAL_CHAR = canonical_char()
 KEY_TRIE_DEPTH = 16
 
 
-def key_excluding(names, any_tail: Expr) -> Expr:
+def key_excluding(names, grammar: Grammar) -> Expr:
     """A canonical string (quotes included) equal to none of ``names``.
 
     A key that is not a name either leaves the names' trie (a prefix of a name, then a
-    character no name continues with, then anything: ``any_tail``) or stops inside it at a
-    point where no name ends. The two run side by side as two automaton paths, and
-    ``any_tail`` appears once, so the size is linear in the total length of the names.
+    character no name continues with, then any characters) or stops inside it at a point
+    where no name ends. The two run side by side as two automaton paths. Every way out of
+    the trie ends at one place, so the pieces every node shares (any non-ASCII character,
+    any escape, the free tail) are rules of ``grammar``, defined once: the size is linear in
+    the total length of the names.
     """
     trie: dict = {}
     for name in names:
@@ -171,22 +179,38 @@ def key_excluding(names, any_tail: Expr) -> Expr:
         for ch in name[:KEY_TRIE_DEPTH]:
             node = node.setdefault(ord(ch), {})
         node[None if len(name) <= KEY_TRIE_DEPTH else "long"] = True
-    leave, stop = _leave(trie, 0), _stop(trie, 0)
-    ways = ([seq(leave, any_tail)] if leave is not None else []) + ([stop] if stop is not None else [])
+    shared = {
+        "key_non_ascii": lambda: _non_ascii(()),
+        "key_escape": lambda: _escape(()),
+        "key_char": lambda: CANONICAL_CHAR,
+        "key_tail": lambda: star(CANONICAL_CHAR),
+    }
+    refs = {name: _rule(grammar, name, build) for name, build in shared.items()}
+    leave, stop = _leave(trie, 0, refs), _stop(trie, 0)
+    ways = ([seq(leave, refs["key_tail"])] if leave is not None else []) + ([stop] if stop is not None else [])
     return seq(literal('"'), alt(*ways), literal('"'))
 
 
-def _leave(node: dict, depth: int) -> Expr | None:
+def _rule(grammar: Grammar, name: str, build) -> Ref:
+    """The rule ``name`` of ``grammar``, defined by ``build()`` on first use."""
+    return Ref(name) if name in grammar.rules else grammar.define(name, build())
+
+
+def _leave(node: dict, depth: int, refs: dict[str, Ref]) -> Expr | None:
     """A prefix that follows the trie from ``node``, then a character that leaves it."""
     if depth == KEY_TRIE_DEPTH:
-        return None if "long" in node else CANONICAL_CHAR
-    children = [cp for cp in node if isinstance(cp, int)]
-    parts = [canonical_char(frozenset(children))]
+        return None if "long" in node else refs["key_char"]
+    children = frozenset(cp for cp in node if isinstance(cp, int))
+    pieces = [
+        _ascii_raw(children),
+        _non_ascii(children) if any(cp >= 0x80 for cp in children) else refs["key_non_ascii"],
+        _escape(children) if any(encode_char(cp)[:1] == b"\\" for cp in children) else refs["key_escape"],
+    ]
     for cp in children:
-        rest = _leave(node[cp], depth + 1)
+        rest = _leave(node[cp], depth + 1, refs)
         if rest is not None:
-            parts.append(seq(literal(encode_char(cp)), rest))
-    return alt(*parts)
+            pieces.append(seq(literal(encode_char(cp)), rest))
+    return alt(*(p for p in pieces if p is not None))
 
 
 def _stop(node: dict, depth: int) -> Expr | None:

@@ -16,11 +16,12 @@ walk in ``_subschemas`` and a method of ``_Compiler``.
 
 from __future__ import annotations
 
+import re
 import time
 from typing import TYPE_CHECKING
 
 from . import json_grammar as jg
-from .errors import GrammarError, SchemaError
+from .errors import GrammarError, InternalError, SchemaError
 from .ir import EMPTY, Alt, Expr, Grammar, Ref, alt, literal, optional, seq, star
 from .limits import COMPILE_SECONDS, MAX_DEPTH, MAX_REPEAT, MAX_SOURCE_BYTES
 
@@ -112,20 +113,14 @@ def _lower(grammar: Grammar, whitespace_budget, warnings: list[str], deadline: f
     try:
         compiled = grammar.compile("root", whitespace_budget=whitespace_budget, warnings=warnings)
     except GrammarError as exc:
-        raise SchemaError(
-            f"schema compiles to a grammar that is refused: {exc.reason}", keyword=_limit_named(exc)
-        ) from exc
+        limit = re.search(r"\(limit (\w+)\)", exc.reason)
+        if limit is None:  # any other refusal means this compiler built a bad grammar
+            raise InternalError(f"the grammar of a schema was refused: {exc}") from exc
+        raise SchemaError(f"schema compiles to too large a grammar: {exc.reason}", keyword=limit[1]) from exc
     except RecursionError:
         raise SchemaError("schema nests too deeply to compile", keyword="MAX_DEPTH") from None
     _check_deadline(deadline, "")
     return compiled
-
-
-def _limit_named(exc: GrammarError) -> str:
-    """The ``limits.py`` bound a lowering error names (they all do), else ``"schema"``."""
-    from . import limits
-
-    return next((name for name in dir(limits) if name.isupper() and name in exc.reason), "schema")
 
 
 def _check_deadline(deadline: float, pointer: str) -> None:
@@ -398,8 +393,7 @@ class _Compiler:
         except Unsatisfiable:
             return None
 
-    @staticmethod
-    def elements(prefix: list[Expr], rest: Expr | None, lo: int, hi: int | None) -> Expr:
+    def elements(self, prefix: list[Expr], rest: Expr | None, lo: int, hi: int | None) -> Expr:
         """``lo`` to ``hi`` comma-separated items: ``prefix`` by position, then ``rest``.
 
         "minItems" / "maxItems": positions below ``lo`` are mandatory, later ones optional,
@@ -410,6 +404,8 @@ class _Compiler:
             return EMPTY
         sep = seq(literal(","), jg.WS)
         first = len(prefix) or 1
+        if not prefix and hi != 1:
+            rest = self.shared(rest, 2)  # the first item and the repeated ones
         if rest is None or hi == first:
             after = EMPTY
         else:
@@ -426,11 +422,13 @@ class _Compiler:
     def type_object(self, node: dict, pointer: str) -> Expr:
         # "properties" in declared order, "required" ones mandatory; then "additionalProperties".
         extra = self.additional(node, pointer)
+        if extra is not None:
+            extra = self.shared(extra, 2)  # the additional member and undeclared required names
         declared, names = self.declared(node, pointer, extra)
         if extra is None:
             additional = None
         else:
-            key = jg.key_excluding(names, self.canonical_tail()) if names else jg.string()
+            key = jg.key_excluding(names, self.grammar) if names else jg.string()
             additional = seq(key, jg.WS, literal(":"), jg.WS, extra, jg.WS)
         return seq(literal("{"), jg.WS, self.members(declared, additional), literal("}"))
 
@@ -472,42 +470,46 @@ class _Compiler:
     def members(self, declared: list[tuple[Expr, bool]], additional: Expr | None) -> Expr:
         """Declared members in order (optional ones skippable), then additional ones.
 
-        A comma goes between members, so what may follow member ``i`` depends only on ``i``:
-        that continuation (``tails[i + 1]``) is built once, as a rule where two places use it,
-        and the body is "the first member present is ``i``, then ``tails[i + 1]``", for each
-        ``i`` up to the first mandatory member. Size stays linear in the number of properties.
+        A comma goes between members, so what may follow member ``i`` depends only on ``i``.
+        ``C[i]`` is member ``i`` then ``T[i + 1]``; ``T[j]`` is what may follow member ``j - 1``: a
+        comma and ``C[j]``, or (``j`` optional) ``T[j + 1]``. The body is ``C[i]`` for each ``i`` up
+        to the first mandatory member. Each member appears once, and ``C``/``T`` become rules
+        where two places use them, so the grammar stays linear in the number of properties.
         """
         n = len(declared)
         sep = seq(literal(","), jg.WS)
         mandatory = [i for i, (_, must) in enumerate(declared) if must]
         starts = mandatory[0] + 1 if mandatory else n
         extra_only = additional is not None and not mandatory
-        tails: list[Expr] = [EMPTY] * (n + 1)
-        for j in range(n, 0, -1):
-            if j == n:
-                tail = star(seq(sep, additional)) if additional is not None else EMPTY
-            else:
-                member, must = declared[j]
-                tail = seq(seq(sep, member) if must else optional(seq(sep, member)), tails[j + 1])
-            uses = (j - 1 < starts) + (j > 1) + (j == n and extra_only)
-            tails[j] = self.share(tail) if uses > 1 and tail != EMPTY else tail
-        body = [seq(declared[i][0], tails[i + 1]) for i in range(starts)]
-        if extra_only:
-            body.append(seq(additional, tails[n] if n else star(seq(sep, additional))))
-        if not mandatory:
-            body.append(EMPTY)
+        if extra_only and n:
+            additional = self.share(additional)
+        more = star(seq(sep, additional)) if additional is not None else EMPTY
+
+        def tail_uses(j: int) -> int:
+            return 1 + (j >= 2 and not declared[j - 1][1]) + (j == n and extra_only)
+
+        last = follow = self.shared(more, tail_uses(n)) if n else more
+        firsts: list[Expr] = [EMPTY] * starts
+        for i in range(n - 1, -1, -1):
+            member, must = declared[i]
+            c = self.shared(seq(member, follow), (i >= 1) + (i < starts))
+            if i < starts:
+                firsts[i] = c
+            if i >= 1:
+                follow = self.shared(seq(sep, c) if must else alt(seq(sep, c), follow), tail_uses(i))
+        body = firsts + ([seq(additional, last)] if extra_only else []) + ([] if mandatory else [EMPTY])
         return alt(*body)
 
-    def share(self, expr: Expr) -> Expr:
-        """A rule for ``expr`` when two places continue with it (keeps the grammar linear)."""
-        self.rules += 1
-        return self.grammar.define(f"tail{self.rules}", expr)
+    def shared(self, expr: Expr, uses: int) -> Expr:
+        """``expr`` as a rule where more than one place uses it (a DAG of rules, never of expressions)."""
+        if uses < 2 or expr == EMPTY or isinstance(expr, Ref):
+            return expr
+        return self.share(expr)
 
-    def canonical_tail(self) -> Ref:
-        """Any canonical key characters: the part of an extra key after it leaves the names."""
-        if "key_tail" not in self.grammar.rules:
-            self.grammar.define("key_tail", star(jg.CANONICAL_CHAR))
-        return Ref("key_tail")
+    def share(self, expr: Expr) -> Ref:
+        """A named rule for ``expr``: expressions stay trees, and lowering may build it once."""
+        self.rules += 1
+        return self.grammar.define(f"shared{self.rules}", expr)
 
     # ------------------------------------------------------------ enum and const
 
@@ -604,8 +606,11 @@ def _property_schema(schema, key: str, closed: bool = False):
 
 
 def _declared_order(value: dict, schema) -> list[str]:
-    """``value``'s keys with declared ``properties`` first, in declared order."""
-    declared = schema.get("properties", {}) if isinstance(schema, dict) else {}
+    """``value``'s keys in generation order: ``properties``, then undeclared ``required`` names, then the rest."""
+    if not isinstance(schema, dict):
+        return list(value)
+    declared = list(schema.get("properties", {}))
+    declared += [k for k in schema.get("required", ()) if k not in declared]
     return [k for k in declared if k in value] + [k for k in value if k not in declared]
 
 
