@@ -7,6 +7,8 @@ from ._core.automaton import CompiledGrammar
 from ._core.bitmask import allocate_bitmask, apply_bitmask
 from ._core.matcher import Matcher
 from .errors import GrammarError, LlamayError, SchemaError, UsageError, VocabularyError
+from .gbnf import compile_gbnf
+from .lexicon import compile_lexicon
 from .vocab import Vocabulary
 
 __all__ = [
@@ -20,4 +22,6 @@ __all__ = [
     "VocabularyError",
     "allocate_bitmask",
     "apply_bitmask",
+    "compile_gbnf",
+    "compile_lexicon",
 ]

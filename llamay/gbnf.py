@@ -60,7 +60,10 @@ class ParsedGrammar:
 
 
 class _Cursor:
-    """A position in the text, and errors that say where it is."""
+    """A position in the text, and errors that say where it is.
+
+    Lines are counted at each ``\\n``; a lone ``\\r`` ends a rule but does not start a line.
+    """
 
     def __init__(self, text: str) -> None:
         self.text = text
@@ -139,7 +142,7 @@ class _Parser:
         cur = self.cur
         start = cur.pos
         if cur.peek() not in _NAME_CHARS:
-            if cur.peek() == "|":
+            if cur.peek() == "|":  # named after the rule the line was meant to continue
                 raise cur.error(
                     "a line starts with '|': a rule continues on the next line only after '::=', "
                     "after '|' or inside parentheses"
@@ -414,11 +417,8 @@ def parse_gbnf(text: str) -> ParsedGrammar:
     if not isinstance(text, str):
         raise TypeError(f"GBNF text must be a str, not {type(text).__name__}")
     # len(text) is a lower bound on the UTF-8 size: it spares encoding a huge text to refuse it.
-    size = len(text) if len(text) > limits.MAX_SOURCE_BYTES else len(text.encode("utf-8", "surrogatepass"))
-    if size > limits.MAX_SOURCE_BYTES:
-        raise GrammarError(
-            f"grammar text of {size} bytes is over {limits.MAX_SOURCE_BYTES} bytes (limit MAX_SOURCE_BYTES)"
-        )
+    if len(text) > limits.MAX_SOURCE_BYTES or len(text.encode("utf-8", "surrogatepass")) > limits.MAX_SOURCE_BYTES:
+        raise GrammarError(f"grammar text is over {limits.MAX_SOURCE_BYTES} bytes (limit MAX_SOURCE_BYTES)")
     return _Parser(text).grammar()
 
 

@@ -79,9 +79,12 @@ def merge_ranges(ranges) -> tuple[tuple[int, int], ...]:
     return tuple((lo, hi) for lo, hi in out)
 
 
+_SINGLE_BYTES = tuple(Bytes(((b, b),)) for b in range(256))
+
+
 def literal(text: bytes | str) -> Expr:
     data = text.encode() if isinstance(text, str) else text
-    return seq(*(byte_range(b) for b in data))
+    return seq(*(_SINGLE_BYTES[b] for b in data))
 
 
 def seq(*items: Expr) -> Expr:
@@ -92,12 +95,11 @@ def seq(*items: Expr) -> Expr:
 
 
 def alt(*items: Expr) -> Expr:
-    flat: list[Expr] = []
+    flat: dict[Expr, None] = {}  # ordered, duplicates dropped in linear time
     for item in items:
         for x in item.items if isinstance(item, Alt) else (item,):
-            if x not in flat:
-                flat.append(x)
-    return flat[0] if len(flat) == 1 else Alt(tuple(flat))
+            flat[x] = None
+    return next(iter(flat)) if len(flat) == 1 else Alt(tuple(flat))
 
 
 def optional(item: Expr) -> Expr:

@@ -94,10 +94,17 @@ class _Lowering:
     def non_empty(self, expr: Expr) -> Expr | None:
         """``expr`` without the empty string; None when nothing else is left.
 
-        A nullable rule reference is kept as it is (its empty match stays possible).
+        A nullable rule is expanded in place; a nullable *recursive* rule cannot be, and under
+        a counter its empty matches would spin the counter: such a grammar is refused.
         """
-        if not self.nullable(expr) or isinstance(expr, Ref):
+        if not self.nullable(expr):
             return expr
+        if isinstance(expr, Ref):
+            if expr.name in self.recursive:
+                raise GrammarError(
+                    f"rule {expr.name!r} matches the empty string and recurses; it cannot be repeated a counted "
+                    "number of times (write the empty case outside the repetition)", rule=expr.name)
+            return self.non_empty(self.rules[expr.name])
         parts: list[Expr] = []
         if isinstance(expr, Seq):
             if not expr.items:
@@ -113,9 +120,9 @@ class _Lowering:
             parts = [p for p in map(self.non_empty, expr.items) if p is not None]
         elif isinstance(expr, Repeat):
             item = self.non_empty(expr.item)
-            if item is None:
+            if item is None or expr.max == 0:
                 return None
-            if expr.max is not None and expr.max <= 1:
+            if expr.max == 1:
                 return item
             return seq(item, Repeat(expr.item, 0, None if expr.max is None else expr.max - 1))
         return alt(*parts) if parts else None
@@ -176,7 +183,7 @@ class _Lowering:
         elif isinstance(expr, Alt):
             if not expr.items:
                 raise GrammarError("empty alternative matches nothing", rule=name)
-            for item in expr.items:
+            for item in _left_factor(expr.items):
                 self.frag(item, s, t, rid, name, depth + 1)
         elif isinstance(expr, Ref):
             if expr.name not in self.rules:
@@ -231,6 +238,29 @@ class _Lowering:
             self.frag(rep.item, cur, nxt, rid, name, depth + 1)
             cur = nxt
         states[cur].eps.append((_EPS, 0, t))
+
+
+def _left_factor(items: tuple[Expr, ...]) -> list[Expr]:
+    """Alternatives that start with the same byte set share it: ``ab | ac`` becomes ``a (b | c)``.
+
+    Without this a keyword list of thousands of words would be thousands of configurations
+    after its first byte; with it the automaton follows one path per distinct prefix.
+    """
+    groups: dict[object, list[Expr]] = {}
+    for item in items:
+        if isinstance(item, Seq) and item.items and isinstance(item.items[0], Bytes):
+            groups.setdefault(item.items[0], []).append(seq(*item.items[1:]))
+        elif isinstance(item, Bytes):
+            groups.setdefault(item, []).append(Seq(()))
+        else:
+            groups.setdefault(("other", len(groups)), []).append(item)
+    out: list[Expr] = []
+    for head, tails in groups.items():
+        if isinstance(head, Bytes):
+            out.append(seq(head, alt(*tails)) if len(tails) > 1 else seq(head, tails[0]))
+        else:
+            out.extend(tails)
+    return out
 
 
 def _nullable(e: Expr, nullable_rules: set[str]) -> bool:

@@ -127,3 +127,29 @@ def test_nested_repetitions_stay_small():
         expr = ir.Repeat(expr, *bounds)
     compiled = _rules(root=expr).compile()
     assert compiled.n_states < 100
+
+
+def test_counted_repetition_of_a_nullable_rule_does_not_spin_the_counter():
+    g = _rules(root=ir.Repeat(ir.Repeat(ir.Ref("n"), 0, 30), 0, 30), n=ir.optional(ir.literal("b")))
+    m = Matcher(g.compile())
+    assert m.accept_bytes(b"b" * 200) and m.is_accepting() and len(m.configurations()) < 8
+
+
+def test_counted_repetition_of_a_nullable_recursive_rule_is_refused():
+    g = _rules(root=ir.Repeat(ir.Ref("n"), 0, 100),
+               n=ir.alt(ir.EMPTY, ir.seq(ir.literal("("), ir.Ref("n"), ir.literal(")"))))
+    with pytest.raises(GrammarError, match="empty string and recurses"):
+        g.compile()
+
+
+def test_right_recursion_runs_in_constant_stack():
+    g = _rules(root=ir.alt(ir.seq(ir.byte_set(b"ab"), ir.Ref("root")), ir.literal(".")))
+    m = Matcher(g.compile())
+    assert m.accept_bytes(b"ab" * 5000)
+    assert all(stack == () for _, _, stack, _ in m.configurations())
+
+
+def test_thousands_of_alternatives_share_their_prefixes():
+    g = _rules(root=ir.alt(*(ir.literal(f"w{i}") for i in range(5000))))
+    m = Matcher(g.compile())
+    assert m.accept_bytes(b"w4999") and m.is_accepting()

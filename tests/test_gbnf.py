@@ -161,11 +161,7 @@ def accepts(grammar, data: str | bytes) -> bool:
 
 # Cases that fail because of a known bug below the parser, with the reason. Strict: when the
 # bug is fixed the case passes, pytest reports it, and its entry here is removed.
-KNOWN_BUGS = {
-    ("zero-count-inside-a-counted-repetition", "x"): "lowering: non_empty(Repeat(x, 0, 0)) returns x, not None",
-    ("many-literal-alternatives", "w4999"): "5000 alternatives without a shared prefix exceed MAX_CONFIGURATIONS",
-    ("many-literal-alternatives", "w5000"): "5000 alternatives without a shared prefix exceed MAX_CONFIGURATIONS",
-}
+KNOWN_BUGS: dict[tuple[str, str], str] = {}
 
 
 def cases(name: str, accepted: list, rejected: list):
