@@ -160,7 +160,7 @@ CANONICAL_CHAR = canonical_char()
 
 #: Key characters matched exactly against the declared names; past this depth an extra key
 #: that still follows a name is refused (sound: it only ever rejects more keys).
-KEY_TRIE_DEPTH = 16
+KEY_TRIE_DEPTH = 64
 
 
 def key_excluding(names, grammar: Grammar) -> Expr:

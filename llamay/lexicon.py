@@ -35,7 +35,9 @@ def compile_lexicon(words: Iterable[str | bytes] | None = None) -> CompiledLexic
             )
         encoded.append(b)
     dropped = [w for w in encoded if not w or any(c in SEPARATORS or c < 0x20 or 0x30 <= c <= 0x39 for c in w)]
-    warnings = [f"{len(dropped)} lexicon entries hold a separator, a digit or nothing and were left out"] if dropped else []
+    warnings = [f"{len(dropped)} lexicon entries hold a separator, a digit or nothing and were left out"]
+    if not dropped:
+        warnings = []
     lexicon = CompiledLexicon(encoded, warnings)
     if lexicon.n_words == 0:
         raise GrammarError("the lexicon has no usable word", rule="lexicon")

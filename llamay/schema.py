@@ -116,7 +116,7 @@ def _lower(grammar: Grammar, whitespace_budget, warnings: list[str], deadline: f
         limit = re.search(r"\(limit (\w+)\)", exc.reason)
         if limit is None:  # any other refusal means this compiler built a bad grammar
             raise InternalError(f"the grammar of a schema was refused: {exc}") from exc
-        raise SchemaError(f"schema compiles to too large a grammar: {exc.reason}", keyword=limit[1]) from exc
+        raise SchemaError(f"schema is over a bound once lowered: {exc.reason}", keyword=limit[1]) from exc
     except RecursionError:
         raise SchemaError("schema nests too deeply to compile", keyword="MAX_DEPTH") from None
     _check_deadline(deadline, "")
@@ -300,20 +300,20 @@ class _Compiler:
         self.deadline = deadline
         self.rules = 0
 
-    def any(self) -> Ref:
+    def any_value(self) -> Ref:
         return jg.define_any_value(self.grammar)
 
     def value(self, node, pointer: str) -> Expr:
         """The values ``node`` admits; raises ``Unsatisfiable`` when there are none."""
         _check_deadline(self.deadline, pointer)
         if node is True:
-            return self.any()
+            return self.any_value()
         if node is False:
             raise Unsatisfiable("schema false admits no value", keyword="false", pointer=pointer)
         if "enum" in node or "const" in node:
             return self.enum(node, pointer)
         if "type" not in node and not any(k in node for k in _OBJECT_KEYWORDS + _ARRAY_KEYWORDS + _STRING_KEYWORDS):
-            return self.any()
+            return self.any_value()
         return self.types(node, pointer)
 
     def types(self, node: dict, pointer: str) -> Expr:
@@ -440,7 +440,7 @@ class _Compiler:
         """
         if "additionalProperties" not in node:
             closed = self.closed_objects and "properties" in node
-            return None if closed else self.any()
+            return None if closed else self.any_value()
         return self.optional_value(node["additionalProperties"], _child(pointer, "additionalProperties"))
 
     def declared(self, node: dict, pointer: str, extra: Expr | None):
@@ -481,8 +481,8 @@ class _Compiler:
         mandatory = [i for i, (_, must) in enumerate(declared) if must]
         starts = mandatory[0] + 1 if mandatory else n
         extra_only = additional is not None and not mandatory
-        if extra_only and n:
-            additional = self.share(additional)
+        if extra_only:
+            additional = self.share(additional)  # the first additional member and the repeated ones
         more = star(seq(sep, additional)) if additional is not None else EMPTY
 
         def tail_uses(j: int) -> int:
