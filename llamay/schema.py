@@ -72,20 +72,33 @@ def compile_json_schema(schema, closed_objects: bool = True, whitespace_budget: 
     ``closed_objects``: an object that declares ``properties`` and says nothing about
     ``additionalProperties`` admits no other key (design section 4); ``False`` restores the
     specification's open default. ``whitespace_budget`` bounds structural whitespace per
-    document (``None``: unbounded).
+    document (``None``: unbounded). The document may start with whitespace but ends at its
+    last byte: once it is complete only EOS is allowed.
     """
     deadline = time.monotonic() + COMPILE_SECONDS
-    _check_source_size(schema)
     warnings: list[str] = []
-    _Checker(warnings, deadline).schema(schema, "", "schema", 0)
     grammar = Grammar()
-    compiler = _Compiler(grammar, closed_objects, deadline)
-    try:
-        value = compiler.value(schema, "")
-    except RecursionError:
-        raise SchemaError("schema nests too deeply to compile", keyword="MAX_DEPTH") from None
-    grammar.define("root", seq(jg.WS, value, jg.WS))
+    value = schema_expr(grammar, schema, "", warnings, closed_objects=closed_objects, deadline=deadline)
+    grammar.define("root", seq(jg.WS, value))
     return _lower(grammar, whitespace_budget, warnings, deadline)
+
+
+def schema_expr(
+    grammar: Grammar, schema, pointer: str, warnings: list[str], *, closed_objects: bool = True,
+    deadline: float | None = None,
+) -> Expr:
+    """``schema`` as an expression among ``grammar``'s rules, for constraints that embed schemas (tool calls).
+
+    Checks, refuses and warns exactly as ``compile_json_schema`` does, with JSON Pointers under
+    ``pointer``; warnings are appended to ``warnings``.
+    """
+    deadline = time.monotonic() + COMPILE_SECONDS if deadline is None else deadline
+    _check_source_size(schema)
+    _Checker(warnings, deadline).schema(schema, pointer, "schema", 0)
+    try:
+        return _Compiler(grammar, closed_objects, deadline).value(schema, pointer)
+    except RecursionError:
+        raise SchemaError("schema nests too deeply to compile", keyword="MAX_DEPTH", pointer=pointer) from None
 
 
 def any_json(object_only: bool = False, whitespace_budget: int | None = 64) -> CompiledGrammar:
@@ -508,7 +521,9 @@ class _Compiler:
 
     def share(self, expr: Expr) -> Ref:
         """A named rule for ``expr``: expressions stay trees, and lowering may build it once."""
-        self.rules += 1
+        # several schemas may share one grammar (the tools of a request): names must not collide
+        while f"shared{self.rules}" in self.grammar.rules:
+            self.rules += 1
         return self.grammar.define(f"shared{self.rules}", expr)
 
     # ------------------------------------------------------------ enum and const

@@ -6,7 +6,7 @@ carries a single configuration (design section 7). The modes of ``tool_choice``:
 
 - ``required`` / a named tool: calls from the first byte (one, or several when parallel);
 - ``auto``: free text, in which completing ``<tool_call>`` enters the constrained call;
-  after a call only further calls (when parallel) and whitespace may follow;
+  after a call only further calls (when parallel) may follow;
 - ``none``: free text in which ``<tool_call>`` cannot be completed.
 
 Free text is a Knuth-Morris-Pratt automaton over the bytes of ``<tool_call>``: rule
@@ -57,9 +57,9 @@ def compile_tool_calls(
     block = _block(g, tools, warnings) if tools and mode != "none" else None
     calls = seq(block, star(seq(jg.WS, block))) if parallel else block
     if mode in ("required", "named"):
-        g.define("root", seq(calls, jg.WS))
+        g.define("root", calls)
     else:
-        after = seq(star(seq(jg.WS, block)), jg.WS) if (block is not None and parallel) else jg.WS
+        after = star(seq(jg.WS, block)) if (block is not None and parallel) else EMPTY
         g.define("root", _text(g, None if mode == "none" else seq(_call_body(g, tools, warnings), after)))
     return g.compile("root", whitespace_budget=whitespace_budget, warnings=warnings)
 

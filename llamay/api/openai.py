@@ -1,0 +1,285 @@
+"""OpenAI's Chat Completions and Completions APIs: request bodies to engine arguments, events to responses.
+
+Shapes follow the official ``openai`` SDK's types (``ChatCompletion``,
+``ChatCompletionChunk``, ``Completion``, ``CompletionUsage``). A stream is a role chunk
+(carrying ``llamay_warnings``), content and ``tool_calls`` delta chunks, a finish chunk,
+a usage chunk when ``stream_options.include_usage`` asks, then ``data: [DONE]``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..engine import Done, ToolCall
+from .errors import ApiError, bad_field, unsupported
+from .fields import DEFAULT_MAX_TOKENS, Body, Constraints, Frame, GenerateRequest, tool_arguments_json
+from .render import Renderer, Timing
+
+#: OpenAI's documented defaults, so a request that leaves them out samples as it would there.
+DEFAULT_TEMPERATURE = 1.0
+
+#: Fields accepted with no effect: bookkeeping, caching and routing hints.
+_IGNORED = ("metadata", "user", "store", "service_tier", "prompt_cache_key", "prompt_cache_retention",
+            "prompt_cache_options", "safety_identifier", "prediction")
+
+
+def chat_request(body: Body) -> GenerateRequest:
+    """``POST /v1/chat/completions`` body as engine arguments; 400 ``ApiError`` naming the field at fault."""
+    model = body.get("model", str, required=True)
+    messages = body.get("messages", list, required=True)
+    warnings: list[str] = []
+    _refuse_unsupported(body, warnings)
+    for key in ("functions", "function_call"):
+        if body.get(key, (list, str, dict)):
+            raise unsupported(key, "the legacy functions API (use tools and tool_choice)")
+    for key in ("audio", "web_search_options"):
+        if body.get(key, dict) is not None:
+            raise unsupported(key, "audio output" if key == "audio" else "web search")
+    if "audio" in (body.get("modalities", list) or []):
+        raise unsupported("modalities", "audio output")
+    constraints = Constraints()
+    _response_format(body, constraints, warnings)
+    constraints.read_llamay_fields(body)
+    legacy_max = body.positive_int("max_tokens")
+    max_tokens = body.positive_int("max_completion_tokens") or legacy_max
+    chat: dict[str, Any] = {
+        "messages": messages,
+        **constraints.kwargs,
+        **_sampling(body),
+        "max_tokens": max_tokens or DEFAULT_MAX_TOKENS,
+        "stop": body.stop("stop"),
+    }
+    tools = body.get("tools", list)
+    if tools:
+        chat["tools"] = tools
+        chat["tool_choice"] = body.get("tool_choice", (str, dict), "auto")
+        chat["parallel_tool_calls"] = body.get("parallel_tool_calls", bool, True)
+    else:
+        body.ignore("tool_choice", "parallel_tool_calls")
+    stream = body.get("stream", bool, False)
+    options = {"include_usage": _include_usage(body, stream)}
+    body.ignore(*_IGNORED)
+    return GenerateRequest(model, stream, chat, warnings + body.unknown_warnings(), constraints.field, options)
+
+
+def completion_request(body: Body) -> GenerateRequest:
+    """``POST /v1/completions``: one prompt, sent to the model as a user turn (see the warning)."""
+    model = body.get("model", str, required=True)
+    prompt = body.get("prompt", (str, list), required=True)
+    if isinstance(prompt, list):
+        if len(prompt) != 1 or not isinstance(prompt[0], str):
+            raise unsupported("prompt", "an array of prompts or token ids (send one string)")
+        prompt = prompt[0]
+    warnings: list[str] = []
+    _refuse_unsupported(body, warnings)
+    if body.get("suffix", str):
+        raise unsupported("suffix", "fill-in-the-middle")
+    best_of = body.get("best_of", int)
+    if best_of is not None and best_of > 1:
+        raise unsupported("best_of", "best_of above 1")
+    constraints = Constraints()
+    constraints.read_llamay_fields(body)
+    chat: dict[str, Any] = {
+        "messages": [{"role": "user", "content": prompt}],
+        **constraints.kwargs,
+        **_sampling(body),
+        "max_tokens": body.positive_int("max_tokens") or 16,  # the Completions API's documented default
+        "stop": body.stop("stop"),
+    }
+    warnings.append("the prompt was rendered as a user turn of the chat template: raw completion is not available")
+    stream = body.get("stream", bool, False)
+    options = {"include_usage": _include_usage(body, stream), "echo": prompt if body.get("echo", bool) else ""}
+    body.ignore(*_IGNORED)
+    return GenerateRequest(model, stream, chat, warnings + body.unknown_warnings(), constraints.field, options)
+
+
+def _refuse_unsupported(body: Body, warnings: list[str]) -> None:
+    """``n`` > 1, log probabilities and logit bias change what the answer is: 400. Penalties only warn."""
+    n = body.positive_int("n")
+    if n is not None and n > 1:
+        raise unsupported("n", "more than one choice")
+    logprobs = body.get("logprobs", (bool, int))
+    if logprobs is not None and logprobs is not False:
+        raise unsupported("logprobs", "log probabilities")
+    if body.get("top_logprobs", int):
+        raise unsupported("top_logprobs", "log probabilities")
+    if body.get("logit_bias", dict):
+        raise unsupported("logit_bias", "logit bias")
+    for key in ("frequency_penalty", "presence_penalty"):
+        if body.number(key, None, low=-2.0, high=2.0):
+            warnings.append(f"{key} is not supported and was ignored")
+    for key in ("reasoning_effort", "verbosity"):
+        if body.get(key, str) is not None:
+            warnings.append(f"{key} is not supported and was ignored")
+
+
+def _sampling(body: Body) -> dict[str, Any]:
+    temperature = body.number("temperature", DEFAULT_TEMPERATURE, low=0.0, high=2.0)
+    top_p = body.number("top_p", 1.0, low=0.0, high=1.0)
+    top_k = body.get("top_k", int, 0)  # llama.cpp's extension
+    if top_k < 0:
+        raise bad_field("top_k", f"must be 0 or more, got {top_k}")
+    return {"temperature": temperature, "top_p": top_p, "top_k": top_k, "seed": body.get("seed", int)}
+
+
+def _response_format(body: Body, constraints: Constraints, warnings: list[str]) -> None:
+    fmt = body.child("response_format")
+    if fmt is None:
+        return
+    kind = fmt.get("type", str, required=True)
+    if kind == "json_object":
+        constraints.set("response_format", "json", True)
+    elif kind == "json_schema":
+        spec = fmt.child("json_schema")
+        if spec is None:
+            raise bad_field("response_format.json_schema", "this field is required")
+        spec.get("name", str)
+        spec.ignore("description", "strict")
+        schema = spec.get("schema", (dict, bool))
+        if schema is None:
+            constraints.set("response_format", "json", True)
+        else:
+            constraints.set("response_format.json_schema.schema", "schema", schema)
+        warnings += spec.unknown_warnings()
+    elif kind != "text":
+        raise bad_field("response_format.type", f'must be "text", "json_object" or "json_schema", got {kind!r}')
+    warnings += fmt.unknown_warnings()
+
+
+def _include_usage(body: Body, stream: bool) -> bool:
+    options = body.child("stream_options")
+    if options is None:
+        return False
+    options.ignore("include_obfuscation")
+    return bool(options.get("include_usage", bool, False)) and stream
+
+
+def _usage(done: Done) -> dict[str, int]:
+    prompt, completion = done.usage["prompt_tokens"], done.usage["completion_tokens"]
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+class ChatRenderer(Renderer):
+    """``chat.completion`` and ``chat.completion.chunk`` objects."""
+
+    id_prefix = "chatcmpl-"
+
+    def _chunk(self, delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+        chunk = {
+            "id": self.id, "object": "chat.completion.chunk", "created": int(self.created), "model": self.model,
+            "system_fingerprint": None,
+            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}],
+        }
+        if self.request.options.get("include_usage"):
+            chunk["usage"] = None
+        return chunk
+
+    def start(self, warnings: list[str]) -> list[Frame]:
+        super().start(warnings)
+        chunk = self._chunk({"role": "assistant", "content": ""})
+        chunk["llamay_warnings"] = list(warnings)
+        return [Frame(chunk)]
+
+    def on_text(self, text: str) -> list[Frame]:
+        return [Frame(self._chunk({"content": text}))]
+
+    def on_call(self, call: ToolCall, index: int) -> list[Frame]:
+        return [Frame(self._chunk({"tool_calls": [{"index": index, **_tool_call(call)}]}))]
+
+    def finish(self, done: Done, timing: Timing) -> list[Frame]:
+        chunk = self._chunk({}, done.finish_reason)
+        if late := self.late_warnings(done):
+            chunk["llamay_warnings"] = late
+        frames = [Frame(chunk)]
+        if self.request.options.get("include_usage"):
+            frames.append(Frame({**self._chunk({}), "choices": [], "usage": _usage(done)}))
+        return [*frames, Frame("[DONE]")]
+
+    def error(self, error: ApiError) -> list[Frame]:
+        return [Frame(error_body(error))]
+
+    def response(self, done: Done, timing: Timing, warnings: list[str]) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": self.text or (None if self.calls else ""),
+                                   "refusal": None}
+        if self.calls:
+            message["tool_calls"] = [_tool_call(call) for call in self.calls]
+        return {
+            "id": self.id, "object": "chat.completion", "created": int(self.created), "model": self.model,
+            "system_fingerprint": None,
+            "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": done.finish_reason}],
+            "usage": _usage(done),
+            "llamay_warnings": warnings,
+        }
+
+
+class CompletionRenderer(Renderer):
+    """``text_completion`` objects, streamed or whole; ``echo`` puts the prompt first."""
+
+    id_prefix = "cmpl-"
+
+    def _chunk(self, text: str, finish_reason: str | None = None) -> dict[str, Any]:
+        chunk = {
+            "id": self.id, "object": "text_completion", "created": int(self.created), "model": self.model,
+            "system_fingerprint": None,
+            "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}],
+        }
+        if self.request.options.get("include_usage"):
+            chunk["usage"] = None
+        return chunk
+
+    def start(self, warnings: list[str]) -> list[Frame]:
+        super().start(warnings)
+        chunk = self._chunk(self.request.options.get("echo", ""))
+        chunk["llamay_warnings"] = list(warnings)
+        return [Frame(chunk)]
+
+    def on_text(self, text: str) -> list[Frame]:
+        return [Frame(self._chunk(text))]
+
+    def on_call(self, call: ToolCall, index: int) -> list[Frame]:
+        return []  # no tools are offered on this route
+
+    def finish(self, done: Done, timing: Timing) -> list[Frame]:
+        chunk = self._chunk("", _completion_reason(done))
+        if late := self.late_warnings(done):
+            chunk["llamay_warnings"] = late
+        frames = [Frame(chunk)]
+        if self.request.options.get("include_usage"):
+            frames.append(Frame({**self._chunk(""), "choices": [], "usage": _usage(done)}))
+        return [*frames, Frame("[DONE]")]
+
+    def error(self, error: ApiError) -> list[Frame]:
+        return [Frame(error_body(error))]
+
+    def response(self, done: Done, timing: Timing, warnings: list[str]) -> dict[str, Any]:
+        text = self.request.options.get("echo", "") + self.text
+        return {**self._chunk(text, _completion_reason(done)), "usage": _usage(done), "llamay_warnings": warnings}
+
+
+def _completion_reason(done: Done) -> str:
+    return "length" if done.finish_reason == "length" else "stop"
+
+
+def _tool_call(call: ToolCall) -> dict[str, Any]:
+    return {"id": call.id, "type": "function",
+            "function": {"name": call.name, "arguments": tool_arguments_json(call.arguments)}}
+
+
+def model_object(name: str, created: int) -> dict[str, Any]:
+    return {"id": name, "object": "model", "created": created, "owned_by": "llamay"}
+
+
+def model_list(names: list[str], created: int) -> dict[str, Any]:
+    return {"object": "list", "data": [model_object(name, created) for name in names]}
+
+
+_ERROR_TYPES = {401: "authentication_error", 403: "permission_error", 404: "invalid_request_error",
+                429: "rate_limit_error"}
+_ERROR_CODES = {401: "invalid_api_key", 404: "not_found", 413: "request_too_large"}
+
+
+def error_body(error: ApiError) -> dict[str, Any]:
+    """``{"error": {"message", "type", "param", "code"}}``."""
+    kind = _ERROR_TYPES.get(error.status, "server_error" if error.status >= 500 else "invalid_request_error")
+    return {"error": {"message": error.message, "type": kind, "param": error.param,
+                      "code": error.code or _ERROR_CODES.get(error.status)}}

@@ -1,0 +1,95 @@
+"""The shape every response translator has: engine events in, stream frames or one JSON body out.
+
+A renderer is pure: it holds what the response has said so far (text, calls, warnings
+sent) and turns each engine event into the frames of its API's stream; the same
+renderer builds the non-streaming body from what it accumulated. The server feeds it
+and writes what it returns; it never looks inside the frames.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ..engine import Done, TextDelta, ToolCall
+from .errors import ApiError
+from .fields import SSE, Frame, GenerateRequest
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Monotonic nanoseconds: generation start (queue left), first event, ``Done``."""
+
+    start_ns: int
+    first_ns: int
+    end_ns: int
+
+    @property
+    def prompt_ns(self) -> int:
+        return max(0, self.first_ns - self.start_ns)
+
+    @property
+    def eval_ns(self) -> int:
+        return max(0, self.end_ns - self.first_ns)
+
+    @property
+    def total_ns(self) -> int:
+        return max(0, self.end_ns - self.start_ns)
+
+
+class Renderer:
+    """Base of the per-route translators; subclasses override the frame builders."""
+
+    media_type = SSE
+    id_prefix = "resp_"
+
+    def __init__(self, request: GenerateRequest, *, created: float | None = None, response_id: str | None = None):
+        self.request = request
+        self.model = request.model
+        self.created = time.time() if created is None else created
+        self.id = response_id or self.id_prefix + secrets.token_hex(12)
+        self.text_parts: list[str] = []
+        self.calls: list[ToolCall] = []
+        self.sent_warnings: list[str] = []
+
+    @property
+    def text(self) -> str:
+        return "".join(self.text_parts)
+
+    # -- stream ---------------------------------------------------------------------------
+    def start(self, warnings: list[str]) -> list[Frame]:
+        """Frames before the first event; ``warnings`` are those known before generation."""
+        self.sent_warnings = list(warnings)
+        return []
+
+    def event(self, event: TextDelta | ToolCall) -> list[Frame]:
+        if isinstance(event, TextDelta):
+            self.text_parts.append(event.text)
+            return self.on_text(event.text)
+        self.calls.append(event)
+        return self.on_call(event, len(self.calls) - 1)
+
+    def on_text(self, text: str) -> list[Frame]:
+        raise NotImplementedError
+
+    def on_call(self, call: ToolCall, index: int) -> list[Frame]:
+        raise NotImplementedError
+
+    def finish(self, done: Done, timing: Timing) -> list[Frame]:
+        raise NotImplementedError
+
+    def error(self, error: ApiError) -> list[Frame]:
+        """A mid-stream error, in the stream's own format."""
+        raise NotImplementedError
+
+    def late_warnings(self, done: Done) -> list[str]:
+        """Warnings ``Done`` brings that the stream's first frame could not carry (e.g. truncation)."""
+        late = [w for w in done.warnings if w not in self.sent_warnings]
+        self.sent_warnings += late
+        return late
+
+    # -- one body -------------------------------------------------------------------------
+    def response(self, done: Done, timing: Timing, warnings: list[str]) -> dict[str, Any]:
+        raise NotImplementedError

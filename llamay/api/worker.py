@@ -1,0 +1,112 @@
+"""Generation off the event loop: one thread runs ``Model.chat``, one request at a time, the rest wait.
+
+``Model.chat`` blocks (prompt evaluation, the token loop) and the engine holds one lock
+per model, so a single worker thread loses nothing and keeps the order requests came in.
+At most ``queue`` requests wait; one more is refused at once (503) rather than left to
+time out. Each request's items reach the event loop through its own ``asyncio.Queue``:
+
+    ("ready", warnings)        Model.chat accepted the request (constraint compiled)
+    ("event", TextDelta | ToolCall)
+    ("done", Done, Timing)
+    ("error", exception)       before "ready" it is a refusal, after it a mid-stream error
+    ("cancelled", None)        the client left while the request was waiting
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from ..engine import Done, Model
+from .errors import overloaded, shutting_down
+from .fields import GenerateRequest
+from .render import Timing
+
+Item = tuple[Any, ...]
+
+
+class Worker:
+    """One generation thread and a bounded count of waiting requests; thread-safe."""
+
+    def __init__(self, model: Model, queue: int) -> None:
+        self.model = model
+        self.queue = queue
+        self._busy = 0  # running and waiting
+        self._closed = False
+        self._lock = threading.Lock()
+        self._cancels: set[threading.Event] = set()
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="llamay-generate")
+
+    @property
+    def waiting(self) -> int:
+        return max(0, self._busy - 1)
+
+    def submit(self, request: GenerateRequest, cancel: threading.Event) -> asyncio.Queue[Item]:
+        """Queue ``request``; raises ``ApiError`` 503 when ``queue`` requests already wait."""
+        loop = asyncio.get_running_loop()
+        items: asyncio.Queue[Item] = asyncio.Queue()
+
+        def put(*item: Any) -> None:
+            try:
+                loop.call_soon_threadsafe(items.put_nowait, item)
+            except RuntimeError:  # the loop closed under us: shutting down
+                cancel.set()
+
+        with self._lock:
+            if self._closed:
+                raise shutting_down()
+            if self._busy > self.queue:  # one generating and ``queue`` waiting
+                raise overloaded(self.queue)
+            self._busy += 1
+            self._cancels.add(cancel)
+        self._executor.submit(self._run, request, cancel, put)
+        return items
+
+    def _run(self, request: GenerateRequest, cancel: threading.Event, put: Callable[..., None]) -> None:
+        try:
+            if cancel.is_set():
+                put("cancelled", None)
+                return
+            start = time.monotonic_ns()
+            try:
+                events = self.model.chat(**request.chat, stream=True, cancel=cancel)
+            except Exception as exc:
+                put("error", exc)
+                return
+            # compile warnings, where the engine exposes them before the first event
+            put("ready", list(getattr(events, "warnings", None) or []))
+            first = 0
+            try:
+                for event in events:
+                    now = time.monotonic_ns()
+                    first = first or now
+                    if isinstance(event, Done):
+                        put("done", event, Timing(start, first, now))
+                    else:
+                        put("event", event)
+            except Exception as exc:
+                put("error", exc)
+            finally:
+                close = getattr(events, "close", None)
+                if close is not None:
+                    close()
+        finally:
+            with self._lock:
+                self._busy -= 1
+                self._cancels.discard(cancel)
+
+    def close(self) -> None:
+        """Cancel the running and waiting generations and wait for the thread to finish.
+
+        Waiting requests still run, each seeing its cancel event set at once, so every
+        request gets an item ("cancelled") and none is left waiting on its queue.
+        """
+        with self._lock:
+            self._closed = True  # refuse what arrives from now on
+            for cancel in self._cancels:
+                cancel.set()
+        self._executor.shutdown(wait=True)

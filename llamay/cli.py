@@ -1,0 +1,120 @@
+"""The ``llamay`` command: ``llamay serve`` loads a model and serves the three HTTP APIs.
+
+Progress and the per-request log go to stderr; stdout stays empty so a supervisor can
+tell the two apart. Exit status: 0 after a clean shutdown (SIGINT, SIGTERM), 1 when the
+model cannot be loaded or the port cannot be bound, 2 for bad arguments (argparse).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+import time
+from collections.abc import Sequence
+
+from .api.app import DEFAULT_MAX_BODY, DEFAULT_QUEUE, App, read_lexicon
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
+    return args.run(args)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="llamay", description="Tool calls and structured output that cannot be "
+                                                                "malformed, served over the OpenAI, Anthropic and "
+                                                                "Ollama APIs.")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    serve = commands.add_parser("serve", help="serve a model over HTTP",
+                                description="Serve one model over the OpenAI, Anthropic and Ollama HTTP APIs.")
+    serve.add_argument("--backend", default="llamacpp", help="runtime: llamacpp (default), transformers, mlx")
+    serve.add_argument("--model", help="model file or folder (default: the embedded SmolLM2-135M-Instruct)")
+    serve.add_argument("--threads", type=_positive, metavar="N",
+                       help="CPU threads for the backend (llamacpp: default all cores)")
+    serve.add_argument("--alias", action="append", default=[], metavar="NAME",
+                       help="another name the model answers to (repeatable); 'default' always does")
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=11435, help="port to bind (default 11435; 0 picks a free one)")
+    serve.add_argument("--api-key", default=os.environ.get("LLAMAY_API_KEY"),
+                       help="require this key (Authorization: Bearer KEY or x-api-key: KEY); "
+                            "default: $LLAMAY_API_KEY, or none")
+    serve.add_argument("--lexicon", metavar="FILE",
+                       help="word list for llamay_lexicon: true (one word a line, or a JSON array)")
+    serve.add_argument("--max-body", type=_positive, default=DEFAULT_MAX_BODY, metavar="BYTES",
+                       help=f"largest request body (default {DEFAULT_MAX_BODY})")
+    serve.add_argument("--queue", type=_non_negative, default=DEFAULT_QUEUE, metavar="N",
+                       help=f"requests that may wait while one generates (default {DEFAULT_QUEUE})")
+    serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    serve.set_defaults(run=_serve)
+    return parser
+
+
+def _serve(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from .api.server import serve
+    from .engine import load
+
+    lexicon = None
+    if args.lexicon:
+        try:
+            lexicon = read_lexicon(args.lexicon)
+        except (OSError, ValueError) as e:
+            print(f"llamay: cannot read the lexicon: {e}", file=sys.stderr)
+            return 1
+        _progress(f"lexicon: {len(lexicon)} words from {args.lexicon}")
+    _progress(f"loading {args.model or 'the default model (SmolLM2-135M-Instruct)'} on {args.backend} ...")
+    started = time.monotonic()
+    try:
+        options = {"n_threads": args.threads} if args.threads else {}
+        model = load(args.backend, args.model, **options)
+    except Exception as e:  # a missing runtime, file or package: say which, and stop
+        print(f"llamay: cannot load the model: {e}", file=sys.stderr)
+        return 1
+    _progress(f"loaded {model.model_id} in {time.monotonic() - started:.1f}s")
+    app = App(model, aliases=tuple(args.alias), api_key=args.api_key, lexicon=lexicon, max_body=args.max_body,
+              queue=args.queue)
+
+    def ready(server) -> None:
+        names = ", ".join(app.names)
+        key = "required" if app.api_key else "not required"
+        _progress(f"serving {names} on http://{server.host}:{server.port} (API key {key}); Ctrl-C stops")
+
+    try:
+        asyncio.run(serve(app, args.host, args.port, on_ready=ready))
+    except OSError as e:
+        print(f"llamay: cannot serve on {args.host}:{args.port}: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        pass
+    _progress("stopped")
+    return 0
+
+
+def _progress(line: str) -> None:
+    print(f"llamay: {line}", file=sys.stderr, flush=True)
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
+
+
+def _non_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
+    return value
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,88 @@
+"""``llamay serve`` as a process: progress on stderr, a log line per request, clean exit on SIGINT and SIGTERM."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from llamay.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def start(*args: str) -> tuple[subprocess.Popen, int, list[str]]:
+    """A ``llamay serve`` subprocess on a free port, once it says it is serving; its stderr lines so far."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.Popen([sys.executable, "-m", "llamay.cli", "serve", "--port", "0", *args], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        lines.append(line)
+        if found := re.search(r"on http://127\.0\.0\.1:(\d+)", line):
+            return proc, int(found.group(1)), lines
+    proc.kill()
+    pytest.fail("llamay serve did not start:\n" + "".join(lines))
+
+
+def get(port: int, path: str, headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    conn.request("GET", path, headers=headers or {})
+    response = conn.getresponse()
+    return response.status, response.read()
+
+
+def post(port: int, path: str, body: dict, headers: dict[str, str] | None = None) -> tuple[int, dict]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    conn.request("POST", path, body=json.dumps(body), headers={"Content-Type": "application/json", **(headers or {})})
+    response = conn.getresponse()
+    return response.status, json.loads(response.read())
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_serve_logs_and_stops_cleanly(sig, tmp_path):
+    lexicon = tmp_path / "words.txt"
+    lexicon.write_text("# a tiny word list\nhello\nworld\n")
+    proc, port, lines = start("--backend", "fixture", "--alias", "tiny", "--api-key", "k", "--lexicon", str(lexicon))
+    try:
+        assert any("loaded fixture" in line for line in lines) and any("2 words" in line for line in lines)
+        assert get(port, "/health") == (200, b'{"status":"ok","model":"fixture"}')
+        assert get(port, "/api/tags")[0] == 401
+        status, body = post(port, "/v1/chat/completions", {"model": "tiny", "max_tokens": 3, "response_format": {
+            "type": "json_object"}, "messages": [{"role": "user", "content": "hi"}]}, {"Authorization": "Bearer k"})
+        assert status == 200 and body["usage"]["completion_tokens"] <= 3
+    finally:
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert re.search(r"POST /v1/chat/completions 200 \d+ms tokens=\d+\+\d+ [\d.]+ tok/s finish=\w+ constraint=json",
+                     err), err
+    assert "GET /api/tags 401" in err and "llamay: stopped" in err
+
+
+def test_serve_reports_a_model_it_cannot_load(capsys):
+    assert main(["serve", "--backend", "fixture-nope"]) == 1
+    assert "cannot load the model" in capsys.readouterr().err
+
+
+def test_serve_needs_valid_numbers(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["serve", "--queue", "-1"])
+    assert info.value.code == 2
+
+
+def test_no_command_prints_help(capsys):
+    assert main([]) == 2
+    assert "serve" in capsys.readouterr().err
