@@ -41,6 +41,7 @@ class Done:
     finish_reason: str  # "stop" | "length" | "tool_calls"
     usage: dict[str, int]
     warnings: list[str]
+    stop_sequence: str | None = None  # the stop string that ended the text, if one did
 
 
 @dataclass
@@ -84,11 +85,11 @@ class Model:
         schema: Any = None,
         grammar: str | None = None,
         lexicon: Any = None,
-        json: bool = False,
+        json: bool | str = False,
         tools: Sequence[Mapping[str, Any]] | None = None,
         tool_choice: Any = "auto",
         parallel_tool_calls: bool = True,
-        max_tokens: int = 256,
+        max_tokens: int | None = 256,
         temperature: float = 0.0,
         top_p: float = 1.0,
         top_k: int = 0,
@@ -96,39 +97,65 @@ class Model:
         stop: str | Sequence[str] | None = None,
         stream: bool = False,
         cancel: threading.Event | None = None,
-    ) -> ChatResult | Iterator[Event]:
-        """Generate a reply; ``stream=True`` returns an iterator of ``TextDelta``, ``ToolCall`` and ``Done``.
+    ) -> ChatResult | ChatStream:
+        """Generate a reply; ``stream=True`` returns a ``ChatStream`` of ``TextDelta``, ``ToolCall`` and ``Done``.
 
-        At most one constraint (``schema``, ``grammar``, ``lexicon``, ``json``); ``tools`` with
-        ``tool_choice`` other than ``"none"`` is a constraint of its own. Raises ``SchemaError``
-        / ``GrammarError`` for a refused constraint and ``UsageError`` for misuse, before any
-        token is generated.
+        At most one constraint (``schema``, ``grammar``, ``lexicon``, ``json``: ``True`` for any
+        JSON value, ``"object"`` for an object); ``tools`` with ``tool_choice`` other than
+        ``"none"`` is a constraint of its own. ``max_tokens=None`` runs until the context is
+        full. Raises ``SchemaError`` / ``GrammarError`` for a refused constraint and
+        ``UsageError`` for misuse, before any token is generated.
         """
-        request = self._prepare(messages, schema, grammar, lexicon, json, tools, tool_choice, parallel_tool_calls,
-                                max_tokens, stop)
-        sampling = Sampling(temperature=temperature, top_p=top_p, top_k=top_k, seed=seed)
-        events = self._run(request, sampling, cancel)
-        return events if stream else _collect(events)
-
-    # -- request preparation (everything that can fail before generation) -------------------
-    def _prepare(self, messages, schema, grammar, lexicon, json_, tools, tool_choice, parallel, max_tokens, stop):
-        if not isinstance(max_tokens, int) or max_tokens < 1:
-            raise UsageError(f"max_tokens must be a positive integer, got {max_tokens!r}")
-        stops = [stop] if isinstance(stop, str) else list(stop or [])
-        if any(not isinstance(s, str) or not s for s in stops):
-            raise UsageError("stop must be a non-empty string or a list of them")
         tool_list = normalize_tools(tools)
         mode, name = _tool_mode(tool_choice, tool_list)
+        constraint = self._pick_constraint(schema, grammar, lexicon, json, tool_list, mode, name, parallel_tool_calls)
+        prompt = self.template.render(messages, tool_list if mode != "none" else None)
+        return self._generate(prompt, constraint, bool(tool_list) and mode != "none", max_tokens, stop,
+                              Sampling(temperature=temperature, top_p=top_p, top_k=top_k, seed=seed), stream, cancel)
+
+    def complete(
+        self,
+        prompt: str,
+        *,
+        schema: Any = None,
+        grammar: str | None = None,
+        lexicon: Any = None,
+        json: bool | str = False,
+        max_tokens: int | None = 256,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        top_k: int = 0,
+        seed: int | None = None,
+        stop: str | Sequence[str] | None = None,
+        stream: bool = False,
+        cancel: threading.Event | None = None,
+    ) -> ChatResult | ChatStream:
+        """Continue raw ``prompt`` text, without the chat template (``/v1/completions``, Ollama ``raw``)."""
+        constraint = self._pick_constraint(schema, grammar, lexicon, json, [], "none", None, False)
+        return self._generate(prompt, constraint, False, max_tokens, stop,
+                              Sampling(temperature=temperature, top_p=top_p, top_k=top_k, seed=seed), stream, cancel)
+
+    # -- request preparation (everything that can fail before generation) -------------------
+    def _pick_constraint(self, schema, grammar, lexicon, json_, tools, mode, name, parallel):
         chosen = [k for k, v in (("schema", schema), ("grammar", grammar), ("lexicon", lexicon)) if v is not None]
         chosen += ["json"] if json_ else []
-        if tool_list and mode != "none" and chosen:
+        if tools and mode != "none" and chosen:
             chosen.append("tools")
         if len(chosen) > 1:
             raise UsageError(f"one constraint at a time: {' and '.join(chosen)} were both given")
-        constraint = self._constraint(schema, grammar, lexicon, json_, tool_list, mode, name, parallel)
-        prompt = self.template.render(messages, tool_list if mode != "none" else None)
-        stops += list(self.template.stop)
-        return _Request(prompt, constraint, tool_list and mode != "none", max_tokens, stops)
+        return self._constraint(schema, grammar, lexicon, json_, tools, mode, name, parallel)
+
+    def _generate(self, prompt, constraint, tools, max_tokens, stop, sampling, stream, cancel):
+        if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
+            raise UsageError(f"max_tokens must be a positive integer or None, got {max_tokens!r}")
+        stops = [stop] if isinstance(stop, str) else list(stop or [])
+        if any(not isinstance(s, str) or not s for s in stops):
+            raise UsageError("stop must be a non-empty string or a list of them")
+        stops += [s for s in self.template.stop if s not in stops]
+        prompt_ids = self.backend.tokenize(prompt)
+        budget = max_tokens if max_tokens is not None else max(1, self.backend.n_ctx - len(prompt_ids))
+        events = ChatStream(self, _Request(prompt_ids, constraint, tools, budget, stops), sampling, cancel)
+        return events if stream else _collect(events)
 
     def _constraint(self, schema, grammar, lexicon, json_, tools, mode, name, parallel) -> CompiledGrammar | None:
         if schema is not None:
@@ -141,7 +168,10 @@ class Model:
             words = None if lexicon is True else list(lexicon)
             return self._cached(("lexicon", _canonical(words)), lambda: _compile_lexicon(words))
         if json_:
-            return self._cached(("json",), _any_json)
+            if json_ not in (True, "object"):
+                raise UsageError(f'json must be True (any JSON value) or "object", got {json_!r}')
+            object_only = json_ == "object"
+            return self._cached(("json", object_only), lambda: _any_json(object_only))
         if tools and mode != "none":
             specs = [{"name": t["function"]["name"], "parameters": t["function"].get("parameters", {})} for t in tools]
             key = ("tools", mode, name, bool(parallel), _canonical(specs))
@@ -161,18 +191,45 @@ class Model:
                 self._grammars.popitem(last=False)
         return compiled
 
-    # -- generation -------------------------------------------------------------------------
-    def _run(self, req: _Request, sampling: Sampling, cancel: threading.Event | None) -> Iterator[Event]:
-        backend = self.backend
-        prompt_ids = backend.tokenize(req.prompt)
+@dataclass
+class _Request:
+    prompt_ids: list[int]
+    constraint: CompiledGrammar | None
+    tools: bool
+    max_tokens: int
+    stops: list[str]
+
+
+class ChatStream:
+    """The events of one generation. ``warnings`` and ``prompt_tokens`` are known before the first.
+
+    Iterating runs the generation (holding the model's lock); ``close()`` ends it early.
+    """
+
+    def __init__(self, model: Model, req: _Request, sampling: Sampling, cancel: threading.Event | None) -> None:
+        self.prompt_tokens = len(req.prompt_ids)
+        self.warnings = list(req.constraint.warnings) if req.constraint is not None else []
+        self._events = self._run(model, req, sampling, cancel)
+
+    def __iter__(self) -> ChatStream:
+        return self
+
+    def __next__(self) -> Event:
+        return next(self._events)
+
+    def close(self) -> None:
+        self._events.close()
+
+    def _run(self, model: Model, req: _Request, sampling: Sampling, cancel: threading.Event | None) -> Iterator[Event]:
+        backend = model.backend
         matcher = Matcher(req.constraint, backend.vocab) if req.constraint is not None else None
-        warnings = list(req.constraint.warnings) if req.constraint is not None else []
+        warnings = list(self.warnings)
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         text = _StopFilter(req.stops)
         calls = ToolCallStream() if req.tools else None
         n_tokens, made_calls, reason = 0, False, "length"
-        with self._lock:
-            gen = backend.generate(prompt_ids, matcher=matcher, sampling=sampling, max_tokens=req.max_tokens,
+        with model._lock:
+            gen = backend.generate(req.prompt_ids, matcher=matcher, sampling=sampling, max_tokens=req.max_tokens,
                                    cancel=cancel)
             while True:
                 try:
@@ -204,17 +261,8 @@ class Model:
                 yield event
         if made_calls and reason == "stop":
             reason = "tool_calls"
-        usage = {"prompt_tokens": len(prompt_ids), "completion_tokens": n_tokens}
-        yield Done(reason, usage, warnings)
-
-
-@dataclass
-class _Request:
-    prompt: str
-    constraint: CompiledGrammar | None
-    tools: bool
-    max_tokens: int
-    stops: list[str]
+        usage = {"prompt_tokens": self.prompt_tokens, "completion_tokens": n_tokens}
+        yield Done(reason, usage, warnings, text.matched)
 
 
 class _StopFilter:
@@ -224,13 +272,15 @@ class _StopFilter:
         self.stops = stops
         self.held = ""
         self.stopped = False
+        self.matched: str | None = None
 
     def feed(self, piece: str) -> tuple[str, bool]:
         if self.stopped:
             return "", True
         buf = self.held + piece
-        cut = min((i for i in (buf.find(s) for s in self.stops) if i >= 0), default=-1)
-        if cut >= 0:
+        found = [(i, s) for s in self.stops for i in [buf.find(s)] if i >= 0]
+        if found:
+            cut, self.matched = min(found)
             self.held, self.stopped = "", True
             return buf[:cut], True
         keep = max((k for s in self.stops for k in range(min(len(s) - 1, len(buf)), 0, -1)
@@ -253,7 +303,7 @@ def _route(piece: str, calls: ToolCallStream | None, final: bool = False) -> Ite
             yield item
 
 
-def _collect(events: Iterator[Event]) -> ChatResult:
+def _collect(events: ChatStream) -> ChatResult:
     parts: list[str] = []
     calls: list[dict[str, Any]] = []
     for event in events:
@@ -303,10 +353,10 @@ def _compile_lexicon(words):
     return compile_lexicon(words)
 
 
-def _any_json():
+def _any_json(object_only: bool):
     from .schema import any_json
 
-    return any_json()
+    return any_json(object_only=object_only)
 
 
 def _compile_tools(specs, mode, name, parallel):

@@ -36,7 +36,7 @@ class LlamaCppBackend(Backend):
             raise ModelError(f"no model file at {path}")
         try:
             self.llama = llama_cpp.Llama(
-                model_path=str(path), n_ctx=n_ctx, n_threads=n_threads or max(1, os.cpu_count() or 1),
+                model_path=str(path), n_ctx=n_ctx, n_threads=n_threads or max(1, (os.cpu_count() or 2) // 2),
                 seed=seed, verbose=False, logits_all=False,
             )
         except (ValueError, RuntimeError) as exc:
@@ -61,16 +61,10 @@ class LlamaCppBackend(Backend):
         return self.llama.tokenize(text.encode("utf-8"), add_bos=bos, special=True)
 
     def begin(self, prompt: list[int]) -> None:
-        # keep the longest evaluated prefix (llama.cpp's KV cache), but always evaluate one token
-        llama = self.llama
-        keep = 0
-        cached = llama.input_ids[: llama.n_tokens]
-        for a, b in zip(cached, prompt[:-1], strict=False):
-            if a != b:
-                break
-            keep += 1
-        llama.n_tokens = keep
-        llama.eval(prompt[keep:])
+        """Evaluate the whole prompt afresh: reusing a cached prefix changes llama.cpp's arithmetic
+        (batched vs one by one), and then the same greedy request would not always give the same text."""
+        self.llama.reset()
+        self.llama.eval(prompt)
 
     def logits(self) -> np.ndarray:
         return np.ctypeslib.as_array(self.llama._ctx.get_logits(), shape=(self.llama.n_vocab(),))
