@@ -39,7 +39,7 @@ def chat_request(body: Body) -> GenerateRequest:
 
 
 def generate_request(body: Body) -> GenerateRequest:
-    """``POST /api/generate``: ``system`` and ``prompt`` as a chat turn (raw prompts are not available yet)."""
+    """``POST /api/generate``: ``system`` and ``prompt`` as a chat turn, or ``raw`` text continued as it is."""
     model = body.get("model", str, required=True)
     prompt = body.get("prompt", str, "")
     system = body.get("system", str)
@@ -48,14 +48,17 @@ def generate_request(body: Body) -> GenerateRequest:
     if body.get("images", list):
         raise unsupported("images", "image input")
     chat, warnings, field = _common(body)
-    if body.get("raw", bool):
-        warnings.append("raw was ignored: the prompt was rendered with the chat template")
+    raw = bool(body.get("raw", bool))
     if body.get("template", str):
         warnings.append("template was ignored: the model's own chat template was used")
     if body.get("context", list):
         warnings.append("context was ignored: llamay keeps no conversation state")
-    chat["messages"] = ([{"role": "system", "content": system}] if system else []) + [
-        {"role": "user", "content": prompt}]
+    if raw:
+        chat.pop("tools", None)
+        chat["prompt"] = prompt
+    else:
+        chat["messages"] = ([{"role": "system", "content": system}] if system else []) + [
+            {"role": "user", "content": prompt}]
     stream = body.get("stream", bool, True)
     return GenerateRequest(model, stream, chat, warnings + body.unknown_warnings(), field, {"generate": True})
 

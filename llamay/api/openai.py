@@ -63,7 +63,7 @@ def chat_request(body: Body) -> GenerateRequest:
 
 
 def completion_request(body: Body) -> GenerateRequest:
-    """``POST /v1/completions``: one prompt, sent to the model as a user turn (see the warning)."""
+    """``POST /v1/completions``: one prompt, continued as raw text (no chat template)."""
     model = body.get("model", str, required=True)
     prompt = body.get("prompt", (str, list), required=True)
     if isinstance(prompt, list):
@@ -80,13 +80,12 @@ def completion_request(body: Body) -> GenerateRequest:
     constraints = Constraints()
     constraints.read_llamay_fields(body)
     chat: dict[str, Any] = {
-        "messages": [{"role": "user", "content": prompt}],
+        "prompt": prompt,
         **constraints.kwargs,
         **_sampling(body),
         "max_tokens": body.positive_int("max_tokens") or 16,  # the Completions API's documented default
         "stop": body.stop("stop"),
     }
-    warnings.append("the prompt was rendered as a user turn of the chat template: raw completion is not available")
     stream = body.get("stream", bool, False)
     options = {"include_usage": _include_usage(body, stream), "echo": prompt if body.get("echo", bool) else ""}
     body.ignore(*_IGNORED)
@@ -128,7 +127,7 @@ def _response_format(body: Body, constraints: Constraints, warnings: list[str]) 
         return
     kind = fmt.get("type", str, required=True)
     if kind == "json_object":
-        constraints.set("response_format", "json", True)
+        constraints.set("response_format", "json", "object")
     elif kind == "json_schema":
         spec = fmt.child("json_schema")
         if spec is None:

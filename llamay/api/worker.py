@@ -73,7 +73,8 @@ class Worker:
                 return
             start = time.monotonic_ns()
             try:
-                events = self.model.chat(**request.chat, stream=True, cancel=cancel)
+                generate = self.model.complete if "prompt" in request.chat else self.model.chat
+                events = generate(**request.chat, stream=True, cancel=cancel)
             except Exception as exc:
                 put("error", exc)
                 return
