@@ -172,7 +172,7 @@ class Model:
                 raise UsageError(f'json must be True (any JSON value) or "object", got {json_!r}')
             object_only = json_ == "object"
             return self._cached(("json", object_only), lambda: _any_json(object_only))
-        if tools and mode != "none":
+        if tools:  # "none" too: free text in which <tool_call> cannot be completed
             specs = [{"name": t["function"]["name"], "parameters": t["function"].get("parameters", {})} for t in tools]
             key = ("tools", mode, name, bool(parallel), _canonical(specs))
             return self._cached(key, lambda: _compile_tools(specs, mode, name, parallel))
