@@ -160,7 +160,7 @@ CANONICAL_CHAR = canonical_char()
 
 #: Key characters matched exactly against the declared names; past this depth an extra key
 #: that still follows a name is refused (sound: it only ever rejects more keys).
-KEY_TRIE_DEPTH = 64
+KEY_TRIE_DEPTH = 32
 
 
 def key_excluding(names, grammar: Grammar) -> Expr:
@@ -262,16 +262,15 @@ def number_literal(value: int | float, *, integer_only: bool = False) -> list:
 _MAX_PLAIN_DIGITS = 400
 
 
-def define_any_value(grammar: Grammar, *, prefix: str = "json") -> Ref:
-    """Define (once per grammar) the recursive rules of any JSON value; return its reference."""
-    name = f"{prefix}_value"
-    if name in grammar.rules:
-        return Ref(name)
-    value = Ref(name)
+def define_any_value(grammar: Grammar) -> Ref:
+    """Define (once per grammar) the recursive rules ``json_value``, ``json_object`` and ``json_array``."""
+    value = Ref("json_value")
+    if value.name in grammar.rules:
+        return value
     member = seq(string(), WS, literal(":"), WS, value, WS)
-    obj = grammar.define(f"{prefix}_object", container("{", "}", member))
-    arr = grammar.define(f"{prefix}_array", container("[", "]", seq(value, WS)))
-    grammar.define(name, alt(obj, arr, string(), NUMBER, literal("true"), literal("false"), literal("null")))
+    obj = grammar.define("json_object", container("{", "}", member))
+    arr = grammar.define("json_array", container("[", "]", seq(value, WS)))
+    grammar.define(value.name, alt(obj, arr, string(), NUMBER, literal("true"), literal("false"), literal("null")))
     return value
 
 

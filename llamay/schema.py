@@ -84,7 +84,12 @@ def compile_json_schema(schema, closed_objects: bool = True, whitespace_budget: 
 
 
 def schema_expr(
-    grammar: Grammar, schema, pointer: str, warnings: list[str], *, closed_objects: bool = True,
+    grammar: Grammar,
+    schema,
+    pointer: str,
+    warnings: list[str],
+    *,
+    closed_objects: bool = True,
     deadline: float | None = None,
 ) -> Expr:
     """``schema`` as an expression among ``grammar``'s rules, for constraints that embed schemas (tool calls).
@@ -102,10 +107,13 @@ def schema_expr(
 
 
 def any_json(object_only: bool = False, whitespace_budget: int | None = 64) -> CompiledGrammar:
-    """Any valid JSON document (an object only, for ``json_object``), whitespace budgeted."""
+    """Any valid JSON document (an object only, for ``json_object``), whitespace budgeted.
+
+    Like a schema's document, it may start with whitespace and ends at its last byte.
+    """
     grammar = Grammar()
     value = jg.define_any_value(grammar)
-    grammar.define("root", seq(jg.WS, Ref("json_object") if object_only else value, jg.WS))
+    grammar.define("root", seq(jg.WS, Ref("json_object") if object_only else value))
     return grammar.compile("root", whitespace_budget=whitespace_budget, warnings=[])
 
 
