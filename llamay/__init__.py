@@ -7,21 +7,32 @@ from ._core.automaton import CompiledGrammar
 from ._core.bitmask import allocate_bitmask, apply_bitmask
 from ._core.matcher import Matcher
 from .errors import GrammarError, LlamayError, SchemaError, UsageError, VocabularyError
+from .chat import ToolCall
+from .engine import ChatResult, Done, Model, TextDelta, load
 from .gbnf import compile_gbnf
 from .lexicon import compile_lexicon
+from .schema import any_json, compile_json_schema
 from .vocab import Vocabulary
 
 __all__ = [
+    "ChatResult",
     "CompiledGrammar",
+    "Done",
     "GrammarError",
     "LlamayError",
     "Matcher",
+    "Model",
     "SchemaError",
+    "TextDelta",
+    "ToolCall",
     "UsageError",
     "Vocabulary",
     "VocabularyError",
     "allocate_bitmask",
+    "any_json",
     "apply_bitmask",
     "compile_gbnf",
+    "compile_json_schema",
     "compile_lexicon",
+    "load",
 ]

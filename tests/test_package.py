@@ -13,6 +13,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PUBLIC = [
     "Vocabulary", "Matcher", "CompiledGrammar", "allocate_bitmask", "apply_bitmask",
     "LlamayError", "SchemaError", "GrammarError", "VocabularyError", "UsageError",
+    "compile_json_schema", "compile_gbnf", "compile_lexicon", "any_json",
+    "load", "Model", "ChatResult", "TextDelta", "ToolCall", "Done",
 ]
 
 
