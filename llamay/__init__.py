@@ -6,9 +6,9 @@ Re-exports only. ``import llamay`` never imports torch, mlx or llama_cpp.
 from ._core.automaton import CompiledGrammar
 from ._core.bitmask import allocate_bitmask, apply_bitmask
 from ._core.matcher import Matcher
-from .errors import GrammarError, LlamayError, SchemaError, UsageError, VocabularyError
 from .chat import ToolCall
 from .engine import ChatResult, Done, Model, TextDelta, load
+from .errors import GrammarError, LlamayError, SchemaError, UsageError, VocabularyError
 from .gbnf import compile_gbnf
 from .lexicon import compile_lexicon
 from .schema import any_json, compile_json_schema
