@@ -1,0 +1,20 @@
+from collections.abc import Iterable
+
+from .automaton import CompiledGrammar
+
+SEPARATORS: bytes
+
+def fold(word: bytes) -> bytes: ...
+
+class CompiledLexicon(CompiledGrammar):
+    """A word list as an automaton; ``Matcher`` fills its masks through the skeleton index."""
+
+    n_words: int
+    def __init__(self, words: Iterable[bytes], warnings: list[str] | None = None) -> None: ...
+
+class SkeletonIndex:
+    @property
+    def n_skeletons(self) -> int: ...
+
+def skeleton_index(vocab: object) -> SkeletonIndex: ...
+def masks_for(lex: CompiledLexicon, vocab: object) -> object: ...
