@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
 
-from llamay import GrammarError, Matcher, UsageError, allocate_bitmask, ir
+from llamay import GrammarError, LlamayError, Matcher, UsageError, allocate_bitmask, ir
 from tests.irgen import grammars
 
 VOCABS = ["byte_vocab", "smollm2_vocab", "llama3_vocab", "gemma_vocab"]
@@ -68,8 +68,12 @@ def test_mask_bit_set_iff_token_accepted(request, vocab_name, data):
         return
     m = Matcher(compiled, vocab)
     mask = allocate_bitmask(vocab.size)
-    walk_randomly(m, vocab, mask, lambda n: data.draw(st.integers(0, n - 1)), data.draw(st.integers(0, 12)))
-    m.fill_next_token_bitmask(mask)
+    try:
+        walk_randomly(m, vocab, mask, lambda n: data.draw(st.integers(0, n - 1)), data.draw(st.integers(0, 12)))
+        m.fill_next_token_bitmask(mask)
+    except LlamayError as exc:  # nested counters over the same bytes can be refused as too ambiguous
+        assert "MAX_CONFIGURATIONS" in str(exc)
+        reject()
     np.testing.assert_array_equal(allowed(mask, vocab.size), accepted_by_stepping(m, vocab))
 
 
