@@ -1,0 +1,43 @@
+"""llamay itself, as one peer among the others (open objects, unbounded whitespace by default)."""
+
+from __future__ import annotations
+
+import llamay as _llamay
+from llamay.schema import compile_json_schema
+
+from . import PeerVocab
+from ._vocab import llamay_vocab
+
+NAME = "llamay"
+
+_current: PeerVocab | None = None
+
+
+def build_vocab(kind: str) -> PeerVocab:
+    global _current
+    vocab = llamay_vocab(kind)
+    _current = PeerVocab(kind, vocab.size, list(vocab.eos_ids), vocab)
+    return _current
+
+
+def compile(schema, vocab: PeerVocab | None = None, closed_objects: bool = False):
+    vocab = vocab or _current
+    grammar = compile_json_schema(schema, closed_objects=closed_objects, whitespace_budget=None)
+    return grammar, vocab.handle
+
+
+def matcher(compiled):
+    grammar, vocab = compiled
+    return _llamay.Matcher(grammar, vocab)
+
+
+def allocate_mask(vocab: PeerVocab | None = None):
+    return _llamay.allocate_bitmask((vocab or _current).size)
+
+
+def fill_mask(m, mask) -> None:
+    m.fill_next_token_bitmask(mask)
+
+
+def advance(m, token: int) -> bool:
+    return m.accept_token(token)
