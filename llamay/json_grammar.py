@@ -18,6 +18,7 @@ from decimal import Decimal, InvalidOperation
 
 from .ir import (
     EMPTY,
+    Alt,
     Bytes,
     Expr,
     Grammar,
@@ -210,7 +211,7 @@ def _leave(node: dict, depth: int, refs: dict[str, Ref]) -> Expr | None:
         rest = _leave(node[cp], depth + 1, refs)
         if rest is not None:
             pieces.append(seq(literal(encode_char(cp)), rest))
-    return alt(*(p for p in pieces if p is not None))
+    return choice([p for p in pieces if p is not None])
 
 
 def _stop(node: dict, depth: int) -> Expr | None:
@@ -220,7 +221,16 @@ def _stop(node: dict, depth: int) -> Expr | None:
         rest = _stop(node[cp], depth + 1) if isinstance(cp, int) else None
         if rest is not None:
             parts.append(seq(literal(encode_char(cp)), rest))
-    return alt(*parts) if parts else None
+    return choice(parts) if parts else None
+
+
+def choice(parts: list[Expr]) -> Expr:
+    """The alternation of ``parts`` that are distinct by construction.
+
+    ``ir.alt`` drops duplicates by hashing every part, and hashing an expression walks all of
+    it: over a trie that costs the size times the depth. Trie branches never repeat.
+    """
+    return parts[0] if len(parts) == 1 else Alt(tuple(parts))
 
 
 def dumps(value) -> str:

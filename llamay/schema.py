@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from . import json_grammar as jg
 from .errors import GrammarError, InternalError, SchemaError
-from .ir import EMPTY, Alt, Expr, Grammar, Ref, alt, literal, optional, seq, star
+from .ir import EMPTY, Expr, Grammar, Ref, alt, literal, optional, seq, star
 from .limits import COMPILE_SECONDS, MAX_DEPTH, MAX_REPEAT, MAX_SOURCE_BYTES
 
 if TYPE_CHECKING:
@@ -682,5 +682,4 @@ def _trie_expr(node: dict) -> Expr:
             ((token, child),) = child.items()
             run.append(token)
         parts.append(seq(*(literal(bytes([t])) if isinstance(t, int) else t for t in run), _trie_expr(child)))
-    # The parts start with distinct tokens: no need for alt()'s quadratic de-duplication.
-    return parts[0] if len(parts) == 1 else Alt(tuple(parts))
+    return jg.choice(parts)  # the parts start with distinct tokens
