@@ -15,46 +15,66 @@ Expressions are immutable values; build them with the helpers below.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Union
 
 if TYPE_CHECKING:
     from ._core.automaton import CompiledGrammar
 
 
-@dataclass(frozen=True, slots=True)
-class Bytes:
+class _CachedHash:
+    """Expressions are trees shared as DAGs: hash each node once, not its whole tree per lookup."""
+
+    __slots__ = ()
+
+    def __hash__(self) -> int:
+        h = self._hash
+        if h is None:
+            h = hash((type(self).__name__, *(getattr(self, f) for f in self.__dataclass_fields__ if f != "_hash")))
+            object.__setattr__(self, "_hash", h)
+        return h
+
+
+@dataclass(frozen=True, slots=True, eq=True)
+class Bytes(_CachedHash):
     """One byte in any of ``ranges`` (inclusive ``(lo, hi)`` pairs)."""
 
     ranges: tuple[tuple[int, int], ...]
     whitespace: bool = False
+    _hash: int | None = field(default=None, compare=False, repr=False)
 
 
-@dataclass(frozen=True, slots=True)
-class Seq:
+@dataclass(frozen=True, slots=True, eq=True)
+class Seq(_CachedHash):
     items: tuple[Expr, ...]
+    _hash: int | None = field(default=None, compare=False, repr=False)
 
 
-@dataclass(frozen=True, slots=True)
-class Alt:
+@dataclass(frozen=True, slots=True, eq=True)
+class Alt(_CachedHash):
     items: tuple[Expr, ...]
+    _hash: int | None = field(default=None, compare=False, repr=False)
 
 
-@dataclass(frozen=True, slots=True)
-class Ref:
+@dataclass(frozen=True, slots=True, eq=True)
+class Ref(_CachedHash):
     name: str
+    _hash: int | None = field(default=None, compare=False, repr=False)
 
 
-@dataclass(frozen=True, slots=True)
-class Repeat:
+@dataclass(frozen=True, slots=True, eq=True)
+class Repeat(_CachedHash):
     """``item`` at least ``min`` and at most ``max`` times (``None``: unbounded)."""
 
     item: Expr
     min: int
     max: int | None
+    _hash: int | None = field(default=None, compare=False, repr=False)
 
 
 Expr = Union[Bytes, Seq, Alt, Ref, Repeat]
+for _cls in (Bytes, Seq, Alt, Ref, Repeat):  # the dataclass decorator wrote a whole-tree hash: use the cached one
+    _cls.__hash__ = _CachedHash.__hash__
 
 EMPTY = Seq(())
 JSON_WHITESPACE = b" \t\n\r"

@@ -57,6 +57,8 @@ class _Lowering:
         self.deadline = time.monotonic() + limits.COMPILE_SECONDS
         self.root = root
         self.nullable_rules = _nullable_rules(rules)
+        self.inline_entries: dict[tuple[str, int, int], int] = {}
+        self.pending: list[tuple[Expr, int, int, int, str]] = []
 
     # -- sizes decide what is inlined and what is unrolled -------------------------------
     def size(self, expr: Expr, depth: int = 0) -> int:
@@ -70,7 +72,7 @@ class _Lowering:
         elif isinstance(expr, (Seq, Alt)):
             n = 1 + sum(self.size(x, depth + 1) for x in expr.items)
         elif isinstance(expr, Ref):
-            n = 1 if self.is_frame(expr.name) else self.size(self.rules[expr.name], depth + 1)
+            n = 1 if self.is_frame(expr.name) else self.size(self.rules[expr.name], 0)
         else:
             body = self.size(expr.item, depth + 1)
             n = 2 + body * (1 if self.counted(expr) else max(expr.min, expr.max or 1, 1))
@@ -148,6 +150,7 @@ class _Lowering:
         self.rule_start.append(start)
         self.rule_final.append(final)
         self.states[final].final = True
+        outer, self.pending = self.pending, []
         if bounds == (0, 0):
             self.frag(body, start, final, rid, name, 0)
         else:
@@ -156,6 +159,10 @@ class _Lowering:
             self.states[start].eps.append((EXIT, 0, final))
             self.states[start].eps.append((INC, 0, loop))
             self.frag(body, loop, start, rid, name, 0)
+        while self.pending:
+            expr, s, t, r, n = self.pending.pop()
+            self.frag(expr, s, t, r, n, 0)
+        self.pending = outer
         return rid
 
     def frag(self, expr: Expr, s: int, t: int, rid: int, name: str, depth: int) -> None:
@@ -192,7 +199,14 @@ class _Lowering:
                 callee = self.frame_rule(expr.name, expr.name, self.rules[expr.name])
                 states[s].eps.append((CALL, callee, t))
             else:
-                self.frag(self.rules[expr.name], s, t, rid, expr.name, depth + 1)
+                # inlined once per (rule, target, frame): every use that continues at ``t`` shares
+                # the copy, and it is built later from a worklist, so chains of rules do not nest
+                key = (expr.name, t, rid)
+                entry = self.inline_entries.get(key)
+                if entry is None:
+                    entry = self.inline_entries[key] = self.new_state(rid)
+                    self.pending.append((self.rules[expr.name], entry, t, rid, expr.name))
+                states[s].eps.append((_EPS, 0, entry))
         elif isinstance(expr, Repeat):
             self.repeat(expr, s, t, rid, name, depth)
         else:
