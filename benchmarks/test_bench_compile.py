@@ -1,0 +1,46 @@
+"""Schema compile time over the JSONSchemaBench corpus (mean, p50, p99, max), default settings.
+
+Refused schemas (a named keyword) are counted apart; their time is not in the figures.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import time
+
+import numpy as np
+import pytest
+
+from llamay import SchemaError, compile_json_schema
+from tests.conftest import corpus
+
+SUBSETS = ["Glaiveai2K", "Github_easy", "Github_medium", "Kubernetes", "JsonSchemaStore"]
+
+
+@pytest.mark.parametrize("subset", SUBSETS)
+def test_compile_time(benchmark, subset):
+    with gzip.open(corpus("jsonschemabench", f"{subset}.jsonl.gz"), "rt", encoding="utf-8") as lines:
+        schemas = [json.loads(line)["schema"] for line in lines]
+    times: list[float] = []
+    refused = 0
+
+    def run():
+        nonlocal refused
+        times.clear()
+        refused = 0
+        for schema in schemas:
+            t0 = time.perf_counter()
+            try:
+                compile_json_schema(schema)
+            except SchemaError:
+                refused += 1
+                continue
+            times.append(time.perf_counter() - t0)
+
+    benchmark.group = "schema compile"
+    benchmark.pedantic(run, rounds=1)
+    ms = np.array(times) * 1e3
+    benchmark.extra_info.update({"compiled": len(times), "refused": refused, "mean_ms": float(ms.mean()),
+                                 "p50_ms": float(np.percentile(ms, 50)), "p99_ms": float(np.percentile(ms, 99)),
+                                 "max_ms": float(ms.max())})
