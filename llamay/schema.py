@@ -72,14 +72,15 @@ def compile_json_schema(schema, closed_objects: bool = True, whitespace_budget: 
     ``closed_objects``: an object that declares ``properties`` and says nothing about
     ``additionalProperties`` admits no other key (design section 4); ``False`` restores the
     specification's open default. ``whitespace_budget`` bounds structural whitespace per
-    document (``None``: unbounded). The document may start with whitespace but ends at its
-    last byte: once it is complete only EOS is allowed.
+    document (``None``: unbounded). The document starts at its first byte and ends at its
+    last: a model cannot spend tokens on whitespace around it, and once it is complete only
+    EOS is allowed.
     """
     deadline = time.monotonic() + COMPILE_SECONDS
     warnings: list[str] = []
     grammar = Grammar()
     value = schema_expr(grammar, schema, "", warnings, closed_objects=closed_objects, deadline=deadline)
-    grammar.define("root", seq(jg.WS, value))
+    grammar.define("root", value)
     return _lower(grammar, whitespace_budget, warnings, deadline)
 
 
@@ -113,7 +114,7 @@ def any_json(object_only: bool = False, whitespace_budget: int | None = 64) -> C
     """
     grammar = Grammar()
     value = jg.define_any_value(grammar)
-    grammar.define("root", seq(jg.WS, Ref("json_object") if object_only else value))
+    grammar.define("root", Ref("json_object") if object_only else value)
     return grammar.compile("root", whitespace_budget=whitespace_budget, warnings=[])
 
 
