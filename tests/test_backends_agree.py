@@ -178,8 +178,6 @@ ASK = [{"role": "user", "content": "Answer with a JSON object that fits the requ
 @pytest.mark.parametrize(("name", "temperature"), [("person", 0.0), ("enum-and-bool", 1.0)])
 def test_schema_output_validates(model, name, temperature):
     r = model.chat(ASK, schema=SCHEMAS[name], max_tokens=40, temperature=temperature, seed=7)
-    # SmolLM2 often writes newlines after the closing brace (whitespace the schema allows), so "length" is fine
-    # here as long as the document was complete
     assert TRUNCATED_WARNING not in r.warnings, r
     jsonschema.validate(json.loads(r.text), SCHEMAS[name])
 
@@ -197,6 +195,16 @@ def test_gbnf_output_matches(model, seed):
                    temperature=0.8, seed=seed)
     assert r.finish_reason == "stop", r
     assert re.fullmatch(r"Answer: (yes|no)(, because [a-z ]{1,30})?\.", r.text), r.text
+
+
+LEXICON = ["the", "sky", "is", "blue", "yes", "no", "it", "a", "day", "sun", "and", "clear", "not", "very"]
+
+
+def test_lexicon_output_is_made_of_words(model):
+    r = model.chat([{"role": "user", "content": "Is the sky blue?"}], lexicon=LEXICON, max_tokens=12, seed=1)
+    words = [w for w in re.split(r"[ \n.,;:!?'\"()\-]+", r.text) if w]
+    complete = words if r.finish_reason == "stop" else words[:-1]  # a cut-off last word may be a prefix
+    assert words and all(w.lower() in LEXICON for w in complete), r.text
 
 
 TOOLS = [
