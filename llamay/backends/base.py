@@ -34,7 +34,12 @@ class Backend(ABC):
     chat_template: str | None = None
     bos_token: str = ""
     eos_token: str = ""
+    add_bos: bool = False  # the model expects BOS first (its tokenizer metadata says so)
     n_ctx: int = 0
+
+    def needs_bos(self, prompt: str) -> bool:
+        """Whether ``tokenize`` must put BOS first: the model wants it and the template did not write it."""
+        return self.add_bos and not (self.bos_token and prompt.startswith(self.bos_token))
 
     @abstractmethod
     def tokenize(self, text: str) -> list[int]:

@@ -57,8 +57,7 @@ class LlamaCppBackend(Backend):
 
     def tokenize(self, text: str) -> list[int]:
         """The rendered prompt's tokens, with BOS first where the model asks for it and the template did not."""
-        bos = self.add_bos and not (self.bos_token and text.startswith(self.bos_token))
-        return self.llama.tokenize(text.encode("utf-8"), add_bos=bos, special=True)
+        return self.llama.tokenize(text.encode("utf-8"), add_bos=self.needs_bos(text), special=True)
 
     def begin(self, prompt: list[int]) -> None:
         """Evaluate the whole prompt afresh: reusing a cached prefix changes llama.cpp's arithmetic

@@ -71,7 +71,7 @@ class MlxBackend(Backend):
         self.eos_token = hf.eos_token or ""
         bos = hf.bos_token_id
         self._hf = hf
-        self._add_bos = bos is not None and hf.encode("a", add_special_tokens=True)[:1] == [bos]
+        self.add_bos = bos is not None and hf.encode("a", add_special_tokens=True)[:1] == [bos]
         self._cache: list[Any] | None = None
         self._ids: list[int] = []
         self._logits: np.ndarray | None = None
@@ -79,7 +79,7 @@ class MlxBackend(Backend):
     def tokenize(self, text: str) -> list[int]:
         """The rendered prompt's tokens, with BOS first where the tokenizer adds it and the template did not."""
         ids = self._hf.encode(text, add_special_tokens=False)
-        if self._add_bos and not (self.bos_token and text.startswith(self.bos_token)):
+        if self.needs_bos(text):
             ids = [self._hf.bos_token_id, *ids]
         return ids
 

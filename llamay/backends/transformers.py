@@ -61,7 +61,7 @@ class TransformersBackend(Backend):
         self.eos_token = tokenizer.eos_token or ""
         # Whether the tokenizer puts BOS in front of plain text (llama) or not (SmolLM2, Qwen)
         bos = tokenizer.bos_token_id
-        self._add_bos = bos is not None and tokenizer.encode("a", add_special_tokens=True)[:1] == [bos]
+        self.add_bos = bos is not None and tokenizer.encode("a", add_special_tokens=True)[:1] == [bos]
         # transformers 5.24 renamed ``past_key_values`` to ``cache`` (the old name warns, and goes in 5.40)
         params = inspect.signature(model.forward).parameters
         self._cache_arg = "cache" if "cache" in params else "past_key_values"
@@ -75,7 +75,7 @@ class TransformersBackend(Backend):
     def tokenize(self, text: str) -> list[int]:
         """The rendered prompt's tokens, with BOS first where the tokenizer adds it and the template did not."""
         ids = self.tokenizer.encode(text, add_special_tokens=False)
-        if self._add_bos and not (self.bos_token and text.startswith(self.bos_token)):
+        if self.needs_bos(text):
             ids = [self.tokenizer.bos_token_id, *ids]
         return ids
 
