@@ -73,17 +73,6 @@ def olm(server):
     return ollama.Client(host=f"http://127.0.0.1:{server.port}", headers={"Authorization": "Bearer test-key"})
 
 
-def warmed(create):
-    """``create()`` run twice, the second answer returned.
-
-    llama.cpp reuses the evaluated prompt prefix, and a prompt evaluated in other batch
-    splits gives slightly different logits: greedy decoding then differs on near ties. The
-    second of two identical requests starts from the same cache state as a third.
-    """
-    create()
-    return create()
-
-
 def check_call(name, arguments):
     assert name in SCHEMAS
     jsonschema.validate(arguments, SCHEMAS[name])
@@ -100,7 +89,7 @@ def test_openai_chat(oai):
 
 
 def test_openai_stream_matches_whole(oai):
-    whole = warmed(lambda: oai.chat.completions.create(model="default", messages=USER, max_tokens=12, **SEED))
+    whole = oai.chat.completions.create(model="default", messages=USER, max_tokens=12, **SEED)
     chunks = list(oai.chat.completions.create(model="default", messages=USER, max_tokens=12, stream=True,
                                               stream_options={"include_usage": True}, **SEED))
     assert chunks[0].llamay_warnings == [] and chunks[0].choices[0].delta.role == "assistant"
@@ -149,7 +138,7 @@ def test_openai_stream_with_schema(oai):
 
 
 def test_openai_completions(oai):
-    r = warmed(lambda: oai.completions.create(model="smol", prompt="The capital of France is", max_tokens=8, **SEED))
+    r = oai.completions.create(model="smol", prompt="The capital of France is", max_tokens=8, **SEED)
     assert r.object == "text_completion" and r.choices[0].text
     assert r.choices[0].finish_reason in ("stop", "length") and r.usage.completion_tokens <= 8
     chunks = list(oai.completions.create(model="smol", prompt="The capital of France is", max_tokens=8, stream=True,
@@ -213,7 +202,7 @@ def test_anthropic_message(claude):
 
 
 def test_anthropic_stream_matches_whole(claude):
-    whole = warmed(lambda: claude.messages.create(model="default", max_tokens=12, messages=USER, extra_body=SEED))
+    whole = claude.messages.create(model="default", max_tokens=12, messages=USER, extra_body=SEED)
     with claude.messages.stream(model="default", max_tokens=12, messages=USER, extra_body=SEED) as stream:
         text = "".join(stream.text_stream)
         final = stream.get_final_message()
@@ -284,7 +273,7 @@ OPTIONS = {"temperature": 0, "seed": 7, "num_predict": 12}
 
 
 def test_ollama_chat_and_stream(olm):
-    whole = warmed(lambda: olm.chat(model="default", messages=USER, options=OPTIONS, stream=False))
+    whole = olm.chat(model="default", messages=USER, options=OPTIONS, stream=False)
     assert whole.done and whole.done_reason in ("stop", "length") and whole.message.content
     assert whole.eval_count <= 12 and whole.prompt_eval_count > 0 and whole.total_duration > 0
     parts = list(olm.chat(model="default", messages=USER, options=OPTIONS, stream=True))
@@ -301,7 +290,7 @@ def test_ollama_format(olm):
 
 
 def test_ollama_generate(olm):
-    r = warmed(lambda: olm.generate(model="smol", prompt="The capital of France is", options=OPTIONS))
+    r = olm.generate(model="smol", prompt="The capital of France is", options=OPTIONS)
     assert r.done and r.response and r.eval_count <= 12
     parts = list(olm.generate(model="smol", prompt="The capital of France is", options=OPTIONS, stream=True))
     assert "".join(p.response for p in parts) == r.response
