@@ -19,24 +19,13 @@ import time
 
 import pytest
 
+from benchmarks.workloads import CITIES_MESSAGES, CITIES_SCHEMA
 from llamay import Matcher
 from llamay.backends import Sampling
 from llamay.chat import ChatTemplate
 from llamay.schema import compile_json_schema
 from tests.test_backends_agree import backend, need
 
-SCHEMA = {
-    "type": "object",
-    "properties": {
-        "cities": {"type": "array", "items": {
-            "type": "object",
-            "properties": {"name": {"type": "string", "maxLength": 40}, "country": {"type": "string", "maxLength": 40},
-                           "population": {"type": "integer"}},
-            "required": ["name", "country", "population"]}},
-    },
-    "required": ["cities"],
-}
-MESSAGES = [{"role": "user", "content": "List ten large cities as JSON with name, country and population."}]
 N_TOKENS = 32
 ROUNDS = 3
 _rates: dict[tuple[str, str], float] = {}
@@ -56,8 +45,8 @@ def _record(benchmark, key: tuple[str, str], rates: list[float], constrained: bo
 @pytest.mark.parametrize("name", ["llamacpp", "transformers", "mlx"])
 def test_backend_tokens_per_second(benchmark, request, name, constrained):
     b = backend(request, name)
-    prompt = b.tokenize(ChatTemplate(b.chat_template).render(MESSAGES))
-    grammar = compile_json_schema(SCHEMA) if constrained else None
+    prompt = b.tokenize(ChatTemplate(b.chat_template).render(CITIES_MESSAGES))
+    grammar = compile_json_schema(CITIES_SCHEMA) if constrained else None
     rates: list[float] = []
 
     def run():
@@ -81,7 +70,7 @@ def test_backend_tokens_per_second(benchmark, request, name, constrained):
 @pytest.mark.parametrize("name", ["transformers", "mlx"])
 def test_standalone_processor_tokens_per_second(benchmark, request, name, constrained):
     b = backend(request, name)
-    grammar = compile_json_schema(SCHEMA) if constrained else None
+    grammar = compile_json_schema(CITIES_SCHEMA) if constrained else None
     rates: list[float] = []
     if name == "transformers":
         import torch
@@ -89,7 +78,7 @@ def test_standalone_processor_tokens_per_second(benchmark, request, name, constr
 
         from llamay.backends.transformers import LlamayLogitsProcessor
 
-        enc = b.tokenizer.apply_chat_template(MESSAGES, add_generation_prompt=True, return_tensors="pt",
+        enc = b.tokenizer.apply_chat_template(CITIES_MESSAGES, add_generation_prompt=True, return_tensors="pt",
                                               return_dict=True)
 
         class Clock(LogitsProcessor):  # notes when each step's scores arrive: the first one starts the clock
@@ -114,7 +103,7 @@ def test_standalone_processor_tokens_per_second(benchmark, request, name, constr
 
         from llamay.backends.mlx import LlamayLogitsProcessor as MlxProcessor
 
-        prompt = b.tokenizer.apply_chat_template(MESSAGES, add_generation_prompt=True)
+        prompt = b.tokenizer.apply_chat_template(CITIES_MESSAGES, add_generation_prompt=True)
 
         def run():
             processors = [MlxProcessor(grammar, b.vocab)] if grammar is not None else None

@@ -13,21 +13,11 @@ import pytest
 
 pytest.importorskip("llama_cpp")
 
+from benchmarks.workloads import CITIES_MESSAGES, CITIES_SCHEMA
 from llamay import Matcher
 from llamay.backends import Sampling, load_backend
 from llamay.schema import compile_json_schema
 
-SCHEMA = {
-    "type": "object",
-    "properties": {
-        "cities": {"type": "array", "items": {
-            "type": "object",
-            "properties": {"name": {"type": "string", "maxLength": 40}, "country": {"type": "string", "maxLength": 40},
-                           "population": {"type": "integer"}},
-            "required": ["name", "country", "population"]}},
-    },
-    "required": ["cities"],
-}
 N_TOKENS = 64
 
 
@@ -41,13 +31,13 @@ def prompt(backend):
     from llamay.chat import ChatTemplate
 
     text = ChatTemplate(backend.chat_template).render(
-        [{"role": "user", "content": "List ten large cities as JSON with name, country and population."}])
+        CITIES_MESSAGES)
     return backend.tokenize(text)
 
 
 @pytest.mark.parametrize("constrained", [False, True], ids=["unconstrained", "schema"])
 def test_tokens_per_second(benchmark, backend, prompt, constrained):
-    grammar = compile_json_schema(SCHEMA) if constrained else None
+    grammar = compile_json_schema(CITIES_SCHEMA) if constrained else None
     rates = []
 
     def run():

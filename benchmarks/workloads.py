@@ -33,6 +33,21 @@ TOOL_DOCUMENT = (
 )
 
 
+# generation benchmarks: a prompt and a schema a small model fills with many tokens
+CITIES_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "cities": {"type": "array", "items": {
+            "type": "object",
+            "properties": {"name": {"type": "string", "maxLength": 40}, "country": {"type": "string", "maxLength": 40},
+                           "population": {"type": "integer"}},
+            "required": ["name", "country", "population"]}},
+    },
+    "required": ["cities"],
+}
+CITIES_MESSAGES = [{"role": "user", "content": "List ten large cities as JSON with name, country and population."}]
+
+
 def greedy_tokens(grammar, vocab, document: bytes) -> list[int]:
     """The longest allowed token at each position: a stand-in for a model's own tokenization."""
     by_bytes: dict[bytes, int] = {}

@@ -29,6 +29,7 @@ from ..errors import InternalError, UsageError
 from ..models import DEFAULT_MODEL_ID, ModelError
 from ..vocab import Vocabulary
 from .base import Backend
+from .hf_common import encode, extends
 
 try:
     import torch
@@ -74,17 +75,14 @@ class TransformersBackend(Backend):
 
     def tokenize(self, text: str) -> list[int]:
         """The rendered prompt's tokens, with BOS first where the tokenizer adds it and the template did not."""
-        ids = self.tokenizer.encode(text, add_special_tokens=False)
-        if self.needs_bos(text):
-            ids = [self.tokenizer.bos_token_id, *ids]
-        return ids
+        return encode(self.tokenizer, text, self.needs_bos(text))
 
     def begin(self, prompt: list[int]) -> None:
         """Evaluate ``prompt``; a cache holding a prefix of it is extended, any other cache is dropped."""
         if not prompt:
             raise UsageError("the prompt has no tokens")
         keep = len(self._ids)
-        if self._cache is None or keep >= len(prompt) or self._ids != prompt[:keep]:
+        if self._cache is None or not extends(self._ids, prompt):
             self._cache, self._ids, keep = _new_cache(self.model), [], 0
         self._forward(prompt[keep:])
 
