@@ -50,7 +50,6 @@ class _Lowering:
         self.rule_ids: dict[object, int] = {}
         self.rule_names: list[str] = []
         self.rule_start: list[int] = []
-        self.rule_final: list[int] = []
         self.rule_bounds: list[tuple[int, int]] = []
         self.recursive = _recursive_rules(rules)
         self.size_memo: dict[Expr, int] = {}
@@ -148,7 +147,6 @@ class _Lowering:
         self.rule_bounds.append(bounds)
         start, final = self.new_state(rid), self.new_state(rid)
         self.rule_start.append(start)
-        self.rule_final.append(final)
         self.states[final].final = True
         outer, self.pending = self.pending, []
         if bounds == (0, 0):
