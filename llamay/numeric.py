@@ -488,12 +488,13 @@ def _minimize(dfa: _Dfa) -> _Dfa | None:
     blocks = [accepting, set(range(n + 1)) - accepting]
     block_of = [0 if q in accepting else 1 for q in range(n + 1)]
     pending = {0}
+    inverse = [inv for inv in inverse if inv]
     while pending:
         splitter = tuple(blocks[pending.pop()])
-        for symbol in _SYMBOLS:
+        for inv in inverse:
             touched: dict[int, list[int]] = {}
             for t in splitter:
-                for q in inverse[symbol].get(t, ()):
+                for q in inv.get(t, ()):
                     touched.setdefault(block_of[q], []).append(q)
             for b, members in touched.items():
                 if len(members) == len(blocks[b]):
