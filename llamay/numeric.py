@@ -16,10 +16,10 @@ so ``1.50`` is ``1.5``). A ``multipleOf`` adds the residue automaton of its modu
 is a small explicit DFA, found by exploring its states from a step function, minimized
 (Hopcroft), then written as IR: a chain of states that read one byte class becomes a
 ``Repeat`` (``[1-9][0-9]{0,307}``, ``1 0{308}``), acyclic states stay plain expressions, and
-named rules appear only where the DFA shares a large state (the residue product) or cycles
-(an unbounded residue loop). The IR is linear in the digits of the bounds, times the residue
-states for ``multipleOf``; the ``[0-9]{k}`` tails of a ladder are copied per branch, so a
-19-digit bound lowers to about 200 automaton states.
+named rules appear only where the DFA shares a large state (the residue product), cycles (an
+unbounded residue loop) or would nest too deep (a long ladder). The IR is linear in the digits
+of the bounds, times the residue states for ``multipleOf``; the ``[0-9]{k}`` tails of a ladder
+are copied per branch, so a 19-digit bound lowers to about 200 automaton states.
 
 Where exact would be too large, ``NotExact`` names the keyword to drop (and warn about): a bound
 with more than ``MAX_DIGITS`` digits or one whose ladder nests too deep for the lowering, a
@@ -197,6 +197,9 @@ def _exact(d: Decimal, keyword: str) -> Decimal:
     return d
 
 
+_MIRRORED = {"minimum": "maximum", "maximum": "minimum"}
+
+
 def _signed(grammar, lo, lo_ex, hi, hi_ex, fraction, multiple) -> Expr | None:
     """``-``? magnitude: the values ``>= 0`` spelled plainly, the others (and ``-0``) after a minus.
 
@@ -220,9 +223,6 @@ def _signed(grammar, lo, lo_ex, hi, hi_ex, fraction, multiple) -> Expr | None:
     if pos is None:
         return seq(literal("-"), neg)
     return seq(optional(literal("-")), pos) if pos == neg else alt(pos, seq(literal("-"), neg))
-
-
-_MIRRORED = {"minimum": "maximum", "maximum": "minimum"}
 
 
 def _magnitude(grammar, low, low_ex, high, high_ex, fraction, multiple) -> Ref | None:
