@@ -9,7 +9,9 @@ document) without a model. ``generate`` is the decoding loop every backend runs.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
+from urllib.parse import unquote
 
 import numpy as np
 
@@ -79,32 +81,121 @@ def generate(matcher, scorer: ScriptedScorer, max_tokens: int) -> Generation:
 def declared_order(data, schema):
     """``data`` with object keys in the order a schema-constrained generation writes them.
 
-    Declared ``properties`` first in declared order, then ``required`` names that ``properties``
-    does not declare, then the other keys as they came; recursively, following
-    ``properties``, ``additionalProperties``, ``items`` and ``additionalItems``.
+    Generation fixes key order, so a test must feed instances in the compiler's order. The rule,
+    where schemas combine: local ``$ref`` (JSON Pointers into ``schema``) is resolved; an object's
+    order is its schema's ``properties`` keys, then its ``required`` names not yet listed, then
+    what each ``allOf`` entry contributes in turn (the same rule, recursively, new names
+    appended), then the ``$ref`` target's, then the ``anyOf``/``oneOf`` branch the value matches
+    (the first that ``jsonschema`` validates it against, ``schema`` as the resolution context),
+    then the value's remaining keys as they came. A property's value follows, combined, every
+    subschema that applies to its key along that path: the ``properties`` entries naming it, in
+    path order, then, from each schema on the path that does not name it, its matching
+    ``patternProperties`` (``re.search``) or else its ``additionalProperties``. An array item
+    follows ``prefixItems`` (or array-form ``items``) by position, then ``items`` (or
+    ``additionalItems``), from every schema on the array's path.
     """
-    if not isinstance(schema, dict):
+    return _KeyOrder(schema).value(data, [schema])
+
+
+class _KeyOrder:
+    """``declared_order`` over one root schema (its ``$ref`` targets and branch validator)."""
+
+    def __init__(self, root) -> None:
+        self.root = root
+        self._validator = None
+
+    def value(self, data, schemas: list):
+        if isinstance(data, dict):
+            path = self.path(schemas, data)
+            return {k: self.value(data[k], _applying(path, k)) for k in _key_order(path, data)}
+        if isinstance(data, list):
+            path = self.path(schemas, data)
+            return [self.value(v, [sub for s in path for sub in _item_schemas(s, i)]) for i, v in enumerate(data)]
         return data
-    if isinstance(data, dict):
-        declared = list(schema.get("properties", {}))
-        declared += [k for k in schema.get("required", ()) if k not in declared]
-        keys = [k for k in declared if k in data] + [k for k in data if k not in declared]
-        return {k: declared_order(data[k], _property_schema(schema, k)) for k in keys}
-    if isinstance(data, list):
-        return [declared_order(v, _item_schema(schema, i)) for i, v in enumerate(data)]
-    return data
+
+    def path(self, schemas: list, data, seen: set | None = None) -> list[dict]:
+        """The object schemas that apply to ``data``, in contribution order (each before its parts)."""
+        seen = set() if seen is None else seen
+        out = []
+        for s in schemas:
+            if not isinstance(s, dict) or id(s) in seen:
+                continue
+            seen.add(id(s))
+            parts = list(_get(s, "allOf", list))
+            if isinstance(s.get("$ref"), str):
+                parts.append(self.resolve(s["$ref"]))
+            for keyword in ("anyOf", "oneOf"):
+                parts.append(next((b for b in _get(s, keyword, list) if self.matches(data, b)), None))
+            out += [s, *self.path(parts, data, seen)]
+        return out
+
+    def resolve(self, ref: str):
+        """The target of a local JSON Pointer ``$ref`` (``None`` for any other)."""
+        if not ref.startswith("#"):
+            return None
+        node = self.root
+        for token in unquote(ref[1:]).split("/")[1:]:
+            token = token.replace("~1", "/").replace("~0", "~")
+            if isinstance(node, dict) and token in node:
+                node = node[token]
+            elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+                node = node[int(token)]
+            else:
+                return None
+        return node
+
+    def matches(self, data, branch) -> bool:
+        if self._validator is None:
+            import jsonschema
+
+            self._validator = jsonschema.validators.validator_for(self.root)(self.root)
+        try:
+            return self._validator.evolve(schema=branch).is_valid(data)
+        except Exception:  # a branch jsonschema cannot evaluate matches nothing
+            return False
 
 
-def _property_schema(schema: dict, key: str):
-    properties = schema.get("properties", {})
-    return properties[key] if key in properties else schema.get("additionalProperties", True)
+def _key_order(path: list[dict], data: dict) -> list[str]:
+    order: dict[str, None] = {}
+    for s in path:
+        order.update(dict.fromkeys(_get(s, "properties", dict)))
+        order.update(dict.fromkeys(k for k in _get(s, "required", list) if isinstance(k, str)))
+    return [k for k in order if k in data] + [k for k in data if k not in order]
 
 
-def _item_schema(schema: dict, i: int):
+def _applying(path: list[dict], key: str) -> list:
+    """The subschemas the value of ``key`` must satisfy: those naming it, then the others' catch-alls."""
+    named = [_get(s, "properties", dict)[key] for s in path if key in _get(s, "properties", dict)]
+    rest = []
+    for s in path:
+        if key not in _get(s, "properties", dict):
+            patterns = [sub for p, sub in _get(s, "patternProperties", dict).items() if _search(p, key)]
+            rest += patterns or [s.get("additionalProperties", True)]
+    return named + rest
+
+
+def _item_schemas(schema: dict, i: int) -> list:
     items = schema.get("items", True)
-    if not isinstance(items, list):
-        return items
-    return items[i] if i < len(items) else schema.get("additionalItems", True)
+    if "prefixItems" in schema:
+        prefix, rest = _get(schema, "prefixItems", list), items
+    elif isinstance(items, list):
+        prefix, rest = items, schema.get("additionalItems", True)
+    else:
+        prefix, rest = [], items
+    return [prefix[i] if i < len(prefix) else rest]
+
+
+def _get(schema: dict, keyword: str, kind: type):
+    """``schema[keyword]`` when it has the expected JSON type, else empty (corpora hold odd schemas)."""
+    value = schema.get(keyword)
+    return value if isinstance(value, kind) else kind()
+
+
+def _search(pattern: str, key: str) -> bool:
+    try:
+        return re.search(pattern, key) is not None
+    except re.error:  # an ECMA-only pattern: treated as matching nothing
+        return False
 
 
 def compact(data) -> bytes:

@@ -41,3 +41,14 @@ def fill_mask(m, mask) -> None:
 
 def advance(m, token: int) -> bool:
     return m.accept_token(token)
+
+
+def accepts(compiled, data: bytes) -> bool:
+    """Whether the grammar accepts ``data`` whole: the bytes themselves, no tokenization."""
+    m = _llamay.Matcher(compiled[0])
+    return m.accept_bytes(data) and m.is_accepting()
+
+
+def warnings(compiled) -> list[str]:
+    """What the compile could not enforce ("<keyword> not enforced at <pointer>")."""
+    return list(compiled[0].warnings)

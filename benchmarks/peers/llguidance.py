@@ -3,7 +3,8 @@
 The grammar is built when the ``LLMatcher`` is created, so ``compile`` creates one (and raises on
 its error state) and ``matcher`` deep-copies it. Aligned settings: ``whitespace_flexible`` (any
 JSON whitespace, unbounded), general ``\\u`` escapes; objects are open by default; the default
-token slices.
+token slices. ``coerce_one_of`` and ``lenient`` keep their defaults (off): a ``oneOf`` not provably
+exclusive, an unknown ``format`` or an unimplemented keyword is refused rather than loosened.
 """
 
 from __future__ import annotations
@@ -26,8 +27,7 @@ _current: PeerVocab | None = None
 def build_vocab(kind: str) -> PeerVocab:
     global _current
     ref = reference(kind)
-    tok = llg.LLTokenizer(str(hf_tokenizer_dir(kind) / "tokenizer.json"), n_vocab=ref["size"],
-                          eos_token=ref["eos_ids"])
+    tok = llg.LLTokenizer(str(hf_tokenizer_dir(kind) / "tokenizer.json"), n_vocab=ref["size"], eos_token=ref["eos_ids"])
     _current = PeerVocab(kind, tok.vocab_size, ref["eos_ids"], tok)
     return _current
 
@@ -55,3 +55,17 @@ def fill_mask(m, mask) -> None:
 
 def advance(m, token: int) -> bool:
     return m.consume_token(token) and not m.is_error()
+
+
+def accepts(compiled, data: bytes, vocab: PeerVocab | None = None) -> bool:
+    """Whether the grammar accepts ``data`` whole.
+
+    llguidance takes tokens only: its tokenizer splits the bytes (``tokenize_bytes``: the HF
+    tokenizer, then greedy for a tail that is not UTF-8), and it accepts any split of the bytes.
+    """
+    m = compiled.deep_copy()
+    return m.consume_tokens((vocab or _current).handle.tokenize_bytes(data)) and m.is_accepting()
+
+
+def warnings(compiled) -> list[str]:
+    return list(compiled.get_grammar_warnings())

@@ -47,7 +47,7 @@ WARMUP_TEXT = '{"name":"warm up","n":12}'
 # --- worker (one engine, one subprocess) -----------------------------------------------
 
 
-def _emit(obj) -> None:
+def emit(obj) -> None:
     sys.stdout.write(json.dumps(obj, separators=(",", ":")) + "\n")
     sys.stdout.flush()
 
@@ -144,12 +144,12 @@ def worker(engine_name: str, job_path: str, start: int, cpu: int | None) -> None
     fill = _timer(engine)
     warm = engine.compile(job["warmup"]["schema"])
     walk(engine, engine.matcher(warm), mask, job["warmup"]["tokens"], hasher, fill)
-    _emit({"ev": "ready"})
+    emit({"ev": "ready"})
     timeout = job["compile_timeout"]
     clock = time.perf_counter
     for i in range(start, len(job["schemas"])):
         item = job["schemas"][i]
-        _emit({"ev": "compile", "i": i})
+        emit({"ev": "compile", "i": i})
         try:
             t0 = clock()
             compiled = engine.compile(item["schema"])
@@ -158,19 +158,19 @@ def worker(engine_name: str, job_path: str, start: int, cpu: int | None) -> None
             first = fill(m, mask)
             t2 = clock()
         except Exception as exc:  # the engine refuses the schema
-            _emit({"ev": "done", "i": i, "ok": False, "error": f"{type(exc).__name__}: {str(exc)[:300]}"})
+            emit({"ev": "done", "i": i, "ok": False, "error": f"{type(exc).__name__}: {str(exc)[:300]}"})
             continue
         if t2 - t0 > timeout:
-            _emit({"ev": "done", "i": i, "ok": False, "error": f"timeout: {t2 - t0:.1f} s to first mask"})
+            emit({"ev": "done", "i": i, "ok": False, "error": f"timeout: {t2 - t0:.1f} s to first mask"})
             continue
-        _emit({"ev": "walk", "i": i})
+        emit({"ev": "walk", "i": i})
         instances = []
         for j, tokens in enumerate(item["tokens"]):
             if j > 0:
                 m = engine.matcher(compiled)
             instances.append(walk(engine, m, mask, tokens, hasher, fill, first if j == 0 else None))
-        _emit({"ev": "done", "i": i, "ok": True, "compile": t1 - t0, "ttfm": t2 - t0, "instances": instances})
-    _emit({"ev": "end"})
+        emit({"ev": "done", "i": i, "ok": True, "compile": t1 - t0, "ttfm": t2 - t0, "instances": instances})
+    emit({"ev": "end"})
 
 
 # --- parent: one subprocess per engine, restarted past a timeout or a crash ------------------
@@ -198,14 +198,18 @@ class _Lines:
         return line
 
 
-def run_engine(engine: str, job_path: Path, n: int, log, args) -> tuple[dict, str | None]:
-    """Results per schema index, and a fatal error (the engine could not start) or None."""
+def run_engine(engine: str, job_path: Path, n: int, log, args, worker: str = "benchmarks.peers.run"):
+    """``(results per schema index, fatal error or None)``; fatal: the engine could not start.
+
+    ``worker`` is the module run as ``python -m worker --worker engine --job path --start i``: it
+    emits, one JSON line each, ``ready``, then per schema ``compile`` (with ``i``), ``walk`` and
+    ``done`` (with ``i``), and ``end``; ``args`` holds the timeouts and ``cpu``.
+    """
     env = {**os.environ, **SINGLE_THREAD_ENV, "PYTHONPATH": str(REPO)}
     results: dict[int, dict] = {}
     start = 0
     while start < n:
-        cmd = [sys.executable, "-m", "benchmarks.peers.run", "--worker", engine, "--job", str(job_path),
-               "--start", str(start)]
+        cmd = [sys.executable, "-m", worker, "--worker", engine, "--job", str(job_path), "--start", str(start)]
         if args.cpu is not None:
             cmd += ["--cpu", str(args.cpu)]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, cwd=REPO, env=env)

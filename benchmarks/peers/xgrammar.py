@@ -53,3 +53,9 @@ def fill_mask(m, mask) -> None:
 
 def advance(m, token: int) -> bool:
     return m.accept_token(token)
+
+
+def accepts(compiled, data: bytes) -> bool:
+    """Whether the grammar accepts ``data`` whole: the bytes themselves (``accept_string``), no tokenization."""
+    m = xgr.GrammarMatcher(compiled)
+    return m.accept_string(data) and m.is_completed()
