@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import tempfile
 import time
@@ -166,8 +167,14 @@ def disagreements(items: list[dict], verdicts: list[dict], limit: int) -> dict:
 def _case(item: dict, j: int) -> dict:
     case = {"case": f"{item['id']}#{j}", "text": item["texts"][j][:200]}
     if item["errors"][j]:
-        case["jsonschema"] = item["errors"][j][:200]
+        case["jsonschema"] = _why(item["errors"][j])
     return case
+
+
+def _why(error: str) -> str:
+    """The keyword and schema location of jsonschema's message, which otherwise starts with the instance."""
+    found = re.search(r"Failed validating '([^']+)' in (\S+?):", error)
+    return f"{found[1]} at {found[2]}" if found else error[:200]
 
 
 def by_feature(verdicts: list[dict], records: list[dict]) -> dict:
