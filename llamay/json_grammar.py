@@ -27,6 +27,7 @@ from .ir import (
     byte_range,
     byte_set,
     literal,
+    merge_ranges,
     optional,
     plus,
     repeat,
@@ -35,7 +36,7 @@ from .ir import (
     whitespace,
 )
 from .limits import MAX_REPEAT
-from .utf8 import MAX_CODE_POINT, char_class
+from .utf8 import MAX_CODE_POINT, byte_sequences, char_class
 
 #: Optional structural whitespace; every byte is charged to the document's budget.
 WS = star(whitespace())
@@ -155,6 +156,20 @@ def _subtract(ranges, holes: list[int]) -> list[tuple[int, int]]:
         if lo <= hi:
             out.append((lo, hi))
     return out
+
+
+def canonical_class(ranges) -> Expr | None:
+    """One code point in ``ranges`` (inclusive pairs), canonically spelled; None when they hold none.
+
+    ``canonical_char`` suits a few excluded code points; a regex class (``[^a-z]``, ``\\S``, ``.``)
+    is a set of ranges, mostly beyond ASCII. Surrogates are never produced.
+    """
+    ranges = merge_ranges(ranges)
+    outside = frozenset(cp for cp in range(0x80) if not any(lo <= cp <= hi for lo, hi in ranges))
+    wide = [(max(lo, 0x80), hi) for lo, hi in ranges if hi >= 0x80]
+    pieces = [_ascii_raw(outside), char_class(wide) if byte_sequences(wide) else None, _escape(outside)]
+    present = [p for p in pieces if p is not None]
+    return alt(*present) if present else None
 
 
 CANONICAL_CHAR = canonical_char()
