@@ -36,7 +36,7 @@ from .ir import (
     whitespace,
 )
 from .limits import MAX_REPEAT
-from .utf8 import MAX_CODE_POINT, byte_sequences, char_class
+from .utf8 import MAX_CODE_POINT, char_class
 
 #: Optional structural whitespace; every byte is charged to the document's budget.
 WS = star(whitespace())
@@ -166,8 +166,8 @@ def canonical_class(ranges) -> Expr | None:
     """
     ranges = merge_ranges(ranges)
     outside = frozenset(cp for cp in range(0x80) if not any(lo <= cp <= hi for lo, hi in ranges))
-    wide = [(max(lo, 0x80), hi) for lo, hi in ranges if hi >= 0x80]
-    pieces = [_ascii_raw(outside), char_class(wide) if byte_sequences(wide) else None, _escape(outside)]
+    wide = char_class([(max(lo, 0x80), hi) for lo, hi in ranges if hi >= 0x80])
+    pieces = [_ascii_raw(outside), None if wide == Alt(()) else wide, _escape(outside)]
     present = [p for p in pieces if p is not None]
     return alt(*present) if present else None
 

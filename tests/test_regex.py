@@ -29,7 +29,7 @@ from llamay.ir import Grammar
 from llamay.regex import RegexError, _Cat, _Chars, _Or, _parse, _Rep, pattern_string, python_regex
 
 EXAMPLES = settings(
-    max_examples=12, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck), database=None
+    max_examples=10, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck), database=None
 )
 
 # Every construct of the subset, and the corners of the JSON encoding.
