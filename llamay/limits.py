@@ -22,6 +22,10 @@ MAX_DEPTH = 128
 #: Bytes of GBNF text or serialized JSON Schema accepted for compilation.
 MAX_SOURCE_BYTES = 1 << 20
 
+#: Alternatives one schema position may expand to once combinators distribute
+#: (``{anyOf: [A, B], allOf: [{anyOf: [C, D]}]}`` is four).
+MAX_BRANCHES = 256
+
 #: Simultaneous automaton configurations (an ambiguous grammar multiplies them).
 MAX_CONFIGURATIONS = 4096
 

@@ -1,65 +1,72 @@
-"""JSON Schema to grammar IR to automaton (design section 4, stage 1).
+"""JSON Schema to grammar IR to automaton (design section 4, stages 1 and 2).
 
 Compilation runs in two passes over the schema:
 
-1. ``_Checker`` visits every subschema once: it refuses keywords llamay cannot enforce,
-   reports malformed keyword values, records a warning for each keyword it only ignores,
+1. ``schema_keywords.Checker`` visits every reachable subschema once: it refuses keywords llamay
+   cannot enforce, reports malformed keyword values, warns where a keyword is only accepted,
    and enforces the bounds of ``limits.py``. A schema that passes is well formed.
-2. ``_Compiler`` turns the checked schema into ``ir.Grammar`` rules, one method per keyword
+2. ``_Compiler`` turns the checked schema into ``ir.Grammar`` rules. Each subschema is first
+   rewritten by ``schema_algebra`` into alternatives without combinators (``allOf`` merged,
+   ``anyOf``/``oneOf`` distributed, ``$ref`` kept as one named rule per target, so recursion is
+   a pushdown rule, never an unrolling); each flat alternative compiles one method per keyword
    family. A subschema that no value can satisfy raises ``Unsatisfiable``; the parent drops
    that branch where it can (an optional property, a type alternative, further array items)
    and otherwise passes it up, so only a schema that matches nothing is refused.
 
-Stage 2 keywords (``$ref``, ``anyOf`` ...) slot in as a shape check in ``_SHAPES``, a subschema
-walk in ``_subschemas`` and a method of ``_Compiler``.
+Where the automaton cannot be exact the compiler says so with a warning (``"<keyword> not
+enforced at <pointer>"``): ``oneOf`` whose branches are not provably disjoint (compiled as
+``anyOf``), ``pattern`` beside a length bound it cannot combine with, a second ``pattern`` or
+``format`` met in a merge, an unknown or approximate ``format``, a ``multipleOf`` too large
+for a digit automaton, count bounds on objects too large to count.
 """
 
 from __future__ import annotations
 
 import re
 import time
+from decimal import Decimal
+from fractions import Fraction
+from math import ceil, floor
 from typing import TYPE_CHECKING
 
 from . import json_grammar as jg
+from . import numeric
 from .errors import GrammarError, InternalError, SchemaError
+from .formats import APPROXIMATE, FORMATS
 from .ir import EMPTY, Expr, Grammar, Ref, alt, literal, optional, seq, star
-from .limits import COMPILE_SECONDS, MAX_DEPTH, MAX_REPEAT, MAX_SOURCE_BYTES
+from .limits import COMPILE_SECONDS, MAX_DEPTH, MAX_SOURCE_BYTES
+from .regex import RegexError, pattern_string, python_regex
+from .schema_algebra import UNMERGED, Algebra, RefTo, closed, json_equal, json_type
+from .schema_keywords import (
+    ANNOTATIONS,
+    ENFORCED,
+    REFUSED,
+    TYPES,
+    WARNED,
+    Checker,
+    allowed_types,
+    check_deadline,
+    child,
+    legacy_ref,
+)
+from .schema_refs import Resolver
 
 if TYPE_CHECKING:
     from ._core.automaton import CompiledGrammar
 
-TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
+__all__ = [
+    "ANNOTATIONS", "ENFORCED", "REFUSED", "WARNED", "Unsatisfiable", "any_json", "compile_json_schema", "schema_expr",
+]  # fmt: skip
 
-#: Keywords compiled into the automaton.
-ENFORCED = frozenset(
-    {
-        "type", "properties", "required", "additionalProperties", "items", "additionalItems",
-        "minItems", "maxItems", "enum", "const", "minLength", "maxLength",
-    }
-)  # fmt: skip
+_OBJECT_KEYWORDS = ("properties", "required", "additionalProperties", "patternProperties", "propertyNames",
+                    "minProperties", "maxProperties")  # fmt: skip
+_ARRAY_KEYWORDS = ("items", "prefixItems", "minItems", "maxItems", "uniqueItems")
+_STRING_KEYWORDS = ("minLength", "maxLength", "pattern", "format")
+_NUMBER_KEYWORDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
+_TYPED_KEYWORDS = _OBJECT_KEYWORDS + _ARRAY_KEYWORDS + _STRING_KEYWORDS + _NUMBER_KEYWORDS
 
-#: Keywords accepted but not enforced: each occurrence that can apply adds a warning.
-WARNED = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "pattern", "format"})
-
-#: Keywords with no effect on validation.
-ANNOTATIONS = frozenset(
-    {"title", "description", "default", "examples", "$schema", "$id", "$comment", "deprecated", "readOnly", "writeOnly"}
-)
-
-# The types each warned keyword constrains: a warning is only worth giving where one is allowed.
-_WARNED_TYPES = {
-    "minimum": ("integer", "number"),
-    "maximum": ("integer", "number"),
-    "exclusiveMinimum": ("integer", "number"),
-    "exclusiveMaximum": ("integer", "number"),
-    "multipleOf": ("integer", "number"),
-    "pattern": ("string",),
-    "format": ("string",),
-}
-
-_OBJECT_KEYWORDS = ("properties", "required", "additionalProperties")
-_ARRAY_KEYWORDS = ("items", "additionalItems", "minItems", "maxItems")
-_STRING_KEYWORDS = ("minLength", "maxLength")
+#: Declared properties times counted members above which min/maxProperties are warned, not counted.
+_MAX_COUNTED_MEMBERS = 2048
 
 
 class Unsatisfiable(SchemaError):
@@ -96,26 +103,45 @@ def schema_expr(
     """``schema`` as an expression among ``grammar``'s rules, for constraints that embed schemas (tool calls).
 
     Checks, refuses and warns exactly as ``compile_json_schema`` does, with JSON Pointers under
-    ``pointer``; warnings are appended to ``warnings``.
+    ``pointer``; warnings are appended to ``warnings`` (each once).
     """
     deadline = time.monotonic() + COMPILE_SECONDS if deadline is None else deadline
     _check_source_size(schema)
-    _Checker(warnings, deadline).schema(schema, pointer, "schema", 0)
+    legacy = legacy_ref(schema)
+    resolver = Resolver(schema, legacy)
+    found: list[str] = []
     try:
-        return _Compiler(grammar, closed_objects, deadline).value(schema, pointer)
+        Checker(found, deadline, resolver, legacy).schema(schema, pointer, "schema", 0)
+        algebra = Algebra(resolver, legacy, closed_objects, _search, lambda k, p: _warn(found, k, p))
+        compiler = _Compiler(grammar, closed_objects, deadline, algebra, found)
+        expr = compiler.value(schema, pointer)
     except RecursionError:
         raise SchemaError("schema nests too deeply to compile", keyword="MAX_DEPTH", pointer=pointer) from None
+    warnings.extend(w for w in dict.fromkeys(found) if w not in warnings)
+    return expr
 
 
 def any_json(object_only: bool = False, whitespace_budget: int | None = 64) -> CompiledGrammar:
     """Any valid JSON document (an object only, for ``json_object``), whitespace budgeted.
 
-    Like a schema's document, it may start with whitespace and ends at its last byte.
+    Like a schema's document, it starts at its first byte and ends at its last.
     """
     grammar = Grammar()
     value = jg.define_any_value(grammar)
     grammar.define("root", Ref("json_object") if object_only else value)
     return grammar.compile("root", whitespace_budget=whitespace_budget, warnings=[])
+
+
+def _warn(warnings: list[str], keyword: str, pointer: str) -> None:
+    warnings.append(f"{keyword} not enforced at {pointer or '(root)'}")
+
+
+def _search(pattern: str, text: str) -> bool:
+    """ECMA-262 ``RegExp.test``, as the automaton reads ``pattern``; an unsupported pattern never matches."""
+    try:
+        return python_regex(pattern).search(text) is not None
+    except RegexError:
+        return False
 
 
 def _check_source_size(schema) -> None:
@@ -141,217 +167,129 @@ def _lower(grammar: Grammar, whitespace_budget, warnings: list[str], deadline: f
         raise SchemaError(f"schema is over a bound once lowered: {exc.reason}", keyword=limit[1]) from exc
     except RecursionError:
         raise SchemaError("schema nests too deeply to compile", keyword="MAX_DEPTH") from None
-    _check_deadline(deadline, "")
+    check_deadline(deadline, "")
     return compiled
 
 
-def _check_deadline(deadline: float, pointer: str) -> None:
-    # "COMPILE_SECONDS": a hostile schema must not hold a worker.
-    if time.monotonic() > deadline:
-        raise SchemaError(
-            f"schema took over {COMPILE_SECONDS} s to compile", keyword="COMPILE_SECONDS", pointer=pointer
-        )
+def _bound(value) -> Decimal:
+    return Decimal(str(value)) if isinstance(value, float) else Decimal(value)
 
 
-def _child(pointer: str, *tokens) -> str:
-    """JSON Pointer of a subschema (RFC 6901 escapes ``~`` and ``/``)."""
-    return pointer + "".join("/" + str(t).replace("~", "~0").replace("/", "~1") for t in tokens)
-
-
-def _allowed_types(node: dict) -> tuple[str, ...]:
-    """The types ``type`` allows (all when absent); ``integer`` is implied by ``number``."""
-    declared = node.get("type", TYPES)
-    declared = (declared,) if isinstance(declared, str) else tuple(declared)
-    if "number" in declared and "integer" not in declared:
-        declared += ("integer",)
-    return declared
-
-
-# ---------------------------------------------------------------- pass 1: check
-
-
-def _is_count(value) -> bool:
-    """A non-negative integer; ``2.0`` counts (JSON Schema compares numbers by value)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return False
-    return value >= 0 and float(value).is_integer()
-
-
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _is_type(value) -> bool:
-    if isinstance(value, str):
-        return value in TYPES
-    return (
-        isinstance(value, list)
-        and len(value) > 0
-        and all(isinstance(t, str) and t in TYPES for t in value)
-        and len(set(value)) == len(value)
-    )
-
-
-def _is_schema(value) -> bool:
-    return isinstance(value, (dict, bool))
-
-
-# The shape each keyword's value must have, and the words that say so.
-_SHAPES = {
-    "type": (_is_type, f"one of {', '.join(TYPES)} or a non-empty list of them without repeats"),
-    "properties": (lambda v: isinstance(v, dict), "an object of schemas"),
-    "required": (lambda v: isinstance(v, list) and all(isinstance(k, str) for k in v), "a list of strings"),
-    "additionalProperties": (_is_schema, "a schema"),
-    "items": (lambda v: _is_schema(v) or isinstance(v, list), "a schema or a list of schemas"),
-    "additionalItems": (_is_schema, "a schema"),
-    "minItems": (_is_count, "a non-negative integer"),
-    "maxItems": (_is_count, "a non-negative integer"),
-    "minLength": (_is_count, "a non-negative integer"),
-    "maxLength": (_is_count, "a non-negative integer"),
-    "enum": (lambda v: isinstance(v, list), "a list"),
-    "const": (lambda v: True, "a JSON value"),
-    "minimum": (_is_number, "a number"),
-    "maximum": (_is_number, "a number"),
-    "exclusiveMinimum": (lambda v: _is_number(v) or isinstance(v, bool), "a number (a boolean in draft 4)"),
-    "exclusiveMaximum": (lambda v: _is_number(v) or isinstance(v, bool), "a number (a boolean in draft 4)"),
-    "multipleOf": (lambda v: _is_number(v) and v > 0, "a number above 0"),
-    "pattern": (lambda v: isinstance(v, str), "a string"),
-    "format": (lambda v: isinstance(v, str), "a string"),
-}
-
-
-def _subschemas(node: dict, pointer: str):
-    """(keyword, subschema, pointer) for every subschema of ``node``, in document order."""
-    for keyword, value in node.items():
-        if keyword == "properties":
-            for name, sub in value.items():
-                yield keyword, sub, _child(pointer, keyword, name)
-        elif keyword == "items" and isinstance(value, list):
-            for i, sub in enumerate(value):
-                yield keyword, sub, _child(pointer, keyword, i)
-        elif keyword in ("items", "additionalItems", "additionalProperties"):
-            yield keyword, value, _child(pointer, keyword)
-
-
-class _Checker:
-    """Pass 1: refusals, malformed values, warnings and bounds, for every subschema."""
-
-    def __init__(self, warnings: list[str], deadline: float) -> None:
-        self.warnings = warnings
-        self.deadline = deadline
-
-    def schema(self, node, pointer: str, via: str, depth: int) -> None:
-        # "MAX_DEPTH": the compilers recurse once per level.
-        if depth > MAX_DEPTH:
-            raise SchemaError(f"schema nests deeper than {MAX_DEPTH} levels", keyword="MAX_DEPTH", pointer=pointer)
-        _check_deadline(self.deadline, pointer)
-        if isinstance(node, bool):
-            return
-        if not isinstance(node, dict):
-            text = jg.dumps(node)[:40]
-            raise SchemaError(f"a schema must be an object or a boolean, not {text}", keyword=via, pointer=pointer)
-        for keyword, value in node.items():
-            self.keyword(node, keyword, value, pointer)
-        for keyword, sub, sub_pointer in _subschemas(node, pointer):
-            self.schema(sub, sub_pointer, keyword, depth + 1)
-
-    def keyword(self, node: dict, keyword: str, value, pointer: str) -> None:
-        if keyword in ANNOTATIONS:
-            return
-        if keyword not in ENFORCED and keyword not in WARNED:
-            raise SchemaError(f"keyword {keyword!r} is not supported", keyword=keyword, pointer=pointer)
-        test, shape = _SHAPES[keyword]
-        if not test(value):
-            raise SchemaError(f"{keyword!r} must be {shape}", keyword=keyword, pointer=pointer)
-        # "MAX_REPEAT": a minimum count is built from blocks of MAX_REPEAT repetitions.
-        if keyword in ("minItems", "minLength") and value > MAX_REPEAT * MAX_REPEAT:
-            message = f"{keyword} {value} is above {MAX_REPEAT * MAX_REPEAT}"
-            raise SchemaError(message, keyword="MAX_REPEAT", pointer=pointer)
-        if keyword in WARNED and self.applies(node, keyword):
-            self.warnings.append(f"{keyword} not enforced at {pointer or '(root)'}")
-
-    @staticmethod
-    def applies(node: dict, keyword: str) -> bool:
-        """Whether a warned keyword constrains a type the node allows (``type`` and ``enum``)."""
-        allowed = set(_allowed_types(node)) if _is_type(node.get("type", "null")) else set(TYPES)
-        if "const" in node:
-            allowed &= {_json_type(node["const"])}
-        elif isinstance(node.get("enum"), list):
-            allowed &= {_json_type(v) for v in node["enum"]}
-        return bool(allowed.intersection(_WARNED_TYPES[keyword]))
-
-
-# ---------------------------------------------------------------- pass 2: compile
-
-
-def _json_type(value) -> str:
-    """The JSON type of a parsed value; an integral float is an ``integer``."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int) or (isinstance(value, float) and value.is_integer()):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return "array" if isinstance(value, list) else "object"
-
-
-def _json_equal(a, b) -> bool:
-    """JSON value equality: numbers by value, ``true`` is not ``1``, key order does not matter."""
-    ta, tb = _json_type(a), _json_type(b)
-    if {ta, tb} <= {"integer", "number"}:
-        return a == b
-    if ta != tb:
-        return False
-    if ta == "array":
-        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b, strict=True))
-    if ta == "object":
-        return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
-    return a == b
+def _numeric_bounds(node: dict):
+    """(lower, lower exclusive, upper, upper exclusive) as Decimals: the tighter of each pair (a flat schema)."""
+    lo = hi = None
+    lo_ex = hi_ex = False
+    for keyword, exclusive in (("minimum", False), ("exclusiveMinimum", True)):
+        if keyword in node:
+            value = _bound(node[keyword])
+            if lo is None or value > lo or (value == lo and exclusive):
+                lo, lo_ex = value, exclusive
+    for keyword, exclusive in (("maximum", False), ("exclusiveMaximum", True)):
+        if keyword in node:
+            value = _bound(node[keyword])
+            if hi is None or value < hi or (value == hi and exclusive):
+                hi, hi_ex = value, exclusive
+    return lo, lo_ex, hi, hi_ex
 
 
 class _Compiler:
-    """Pass 2: a checked schema to IR expressions; named rules only where sharing needs them."""
+    """Pass 2: a checked schema to IR expressions; named rules only where sharing or recursion needs them."""
 
-    def __init__(self, grammar: Grammar, closed_objects: bool, deadline: float) -> None:
+    def __init__(self, grammar: Grammar, closed_objects: bool, deadline: float, algebra: Algebra, warnings) -> None:
         self.grammar = grammar
         self.closed_objects = closed_objects
         self.deadline = deadline
+        self.algebra = algebra
+        self.warnings = warnings
         self.rules = 0
+        self.refs: dict[int, str | None] = {}  # target -> rule name (None: unsatisfiable)
+        self.unguarded: set[int] = set()  # targets entered since the last byte read
+        self.depth = 0
+
+    def warn(self, keyword: str, pointer: str) -> None:
+        _warn(self.warnings, keyword, pointer)
 
     def any_value(self) -> Ref:
         return jg.define_any_value(self.grammar)
 
     def value(self, node, pointer: str) -> Expr:
         """The values ``node`` admits; raises ``Unsatisfiable`` when there are none."""
-        _check_deadline(self.deadline, pointer)
-        if node is True:
-            return self.any_value()
-        if node is False:
-            raise Unsatisfiable("schema false admits no value", keyword="false", pointer=pointer)
+        check_deadline(self.deadline, pointer)
+        self.depth += 1
+        if self.depth > MAX_DEPTH:  # merged property schemas nest as the instances would
+            raise SchemaError(f"schema nests deeper than {MAX_DEPTH} levels", keyword="MAX_DEPTH", pointer=pointer)
+        try:
+            alternatives = self.algebra.alternatives(node, pointer)
+            branches, reasons = [], []
+            for alternative in alternatives:
+                try:
+                    is_ref = isinstance(alternative, RefTo)
+                    branches.append(self.ref(alternative) if is_ref else self.flat(alternative, pointer))
+                except Unsatisfiable as exc:
+                    reasons.append(exc)
+        finally:
+            self.depth -= 1
+        if branches:
+            return alt(*branches)
+        if reasons:
+            raise reasons[0]
+        present = [k for k in ("allOf", "anyOf", "oneOf", "$ref") if isinstance(node, dict) and k in node]
+        keyword = present[0] if present else "false"
+        raise Unsatisfiable(f"no value satisfies {keyword} here", keyword=keyword, pointer=pointer)
+
+    def ref(self, ref: RefTo) -> Expr:
+        """One rule per ``$ref`` target, defined before its body so that recursion refers to it."""
+        key = id(ref.target)
+        if key in self.unguarded:
+            message = "a $ref cycle reaches itself before any value is read"
+            raise SchemaError(message, keyword="$ref", pointer=ref.pointer)
+        if key in self.refs:
+            name = self.refs[key]
+            if name is None:
+                raise Unsatisfiable("the $ref target admits no value", keyword="$ref", pointer=ref.pointer)
+            return Ref(name)
+        name = self.fresh("ref")
+        self.refs[key] = name
+        self.grammar.define(name, EMPTY)
+        self.unguarded.add(key)
+        try:
+            body = self.value(ref.target, ref.at)
+        except Unsatisfiable:
+            self.refs[key] = None
+            raise
+        finally:
+            self.unguarded.discard(key)
+        self.grammar.define(name, body)
+        return Ref(name)
+
+    def flat(self, node: dict, pointer: str) -> Expr:
+        """A schema without combinators."""
+        for keyword in node.get(UNMERGED, ()):
+            self.warn(keyword, pointer)
         if "enum" in node or "const" in node:
             return self.enum(node, pointer)
-        if "type" not in node and not any(k in node for k in _OBJECT_KEYWORDS + _ARRAY_KEYWORDS + _STRING_KEYWORDS):
+        if "type" not in node and not any(k in node for k in _TYPED_KEYWORDS):
             return self.any_value()
         return self.types(node, pointer)
 
     def types(self, node: dict, pointer: str) -> Expr:
         # "type": one branch per allowed type; a branch its other keywords make empty is dropped.
-        allowed = _allowed_types(node)
+        allowed = allowed_types(node)
         branches: list[Expr] = []
         reasons: list[Unsatisfiable] = []
-        for name in TYPES:
-            if name not in allowed or (name == "integer" and "number" in allowed):
-                continue
-            try:
-                branches.append(getattr(self, "type_" + name)(node, pointer))
-            except Unsatisfiable as exc:
-                reasons.append(exc)
+        unguarded, self.unguarded = self.unguarded, set()  # every subschema below sits behind "[" or "{"
+        try:
+            for name in TYPES:
+                if name not in allowed or (name == "integer" and "number" in allowed):
+                    continue
+                try:
+                    branches.append(getattr(self, "type_" + name)(node, pointer))
+                except Unsatisfiable as exc:
+                    reasons.append(exc)
+        finally:
+            self.unguarded = unguarded
         if not branches:
-            raise reasons[0]
+            raise reasons[0] if reasons else Unsatisfiable("no type is left", keyword="type", pointer=pointer)
         return alt(*branches)
 
     @staticmethod
@@ -362,28 +300,91 @@ class _Compiler:
     def type_boolean(node: dict, pointer: str) -> Expr:
         return alt(literal("true"), literal("false"))
 
-    @staticmethod
-    def type_integer(node: dict, pointer: str) -> Expr:
-        return jg.INTEGER
+    # ------------------------------------------------------------ numbers
 
-    @staticmethod
-    def type_number(node: dict, pointer: str) -> Expr:
-        return jg.NUMBER
+    def type_integer(self, node: dict, pointer: str) -> Expr:
+        # "minimum"... on integers: a digit automaton per range, exact; "multipleOf" a mod-k automaton.
+        lo, lo_ex, hi, hi_ex = _numeric_bounds(node)
+        bounds = {
+            "minimum": None if lo is None else (floor(lo) + 1 if lo_ex else ceil(lo)),
+            "maximum": None if hi is None else (ceil(hi) - 1 if hi_ex else floor(hi)),
+            "multipleOf": 1,
+        }
+        if "multipleOf" in node:
+            # n is a multiple of p/q (lowest terms) exactly when p divides n
+            bounds["multipleOf"] = Fraction(_bound(node["multipleOf"])).numerator
+            if bounds["multipleOf"] > numeric.MAX_MODULUS:
+                self.warn("multipleOf", pointer)
+                bounds["multipleOf"] = 1
+        if bounds == {"minimum": None, "maximum": None, "multipleOf": 1}:
+            return jg.INTEGER
+        return self.digits(numeric.integer_range, bounds, {"multipleOf": 1}, pointer)
 
-    @staticmethod
-    def type_string(node: dict, pointer: str) -> Expr:
+    def type_number(self, node: dict, pointer: str) -> Expr:
+        lo, lo_ex, hi, hi_ex = _numeric_bounds(node)
+        bounds = {"minimum": (lo, lo_ex), "maximum": (hi, hi_ex), "multipleOf": None}
+        if "multipleOf" in node:
+            bounds["multipleOf"] = _bound(node["multipleOf"])
+            if not numeric.supported_multiple(bounds["multipleOf"]):
+                self.warn("multipleOf", pointer)
+                bounds["multipleOf"] = None
+        if lo is None and hi is None and bounds["multipleOf"] is None:
+            return jg.NUMBER
+
+        def build(grammar, low, high, step):
+            return numeric.number_range(grammar, *low, *high, step)
+
+        return self.digits(build, bounds, {"minimum": (None, False), "maximum": (None, False)}, pointer)
+
+    def digits(self, build, bounds: dict, unbounded: dict, pointer: str) -> Expr:
+        """A digit automaton for ``bounds``; a bound it cannot hold exactly is dropped and warned."""
+        unbounded = {"minimum": None, "maximum": None, "multipleOf": None, **unbounded}
+        while True:
+            try:
+                expr = build(self.grammar, bounds["minimum"], bounds["maximum"], bounds["multipleOf"])
+                break
+            except numeric.NotExact as exc:
+                self.warn(exc.keyword, pointer)
+                bounds[exc.keyword] = unbounded[exc.keyword]
+        if expr is None:
+            raise Unsatisfiable("no number satisfies the numeric bounds", keyword="minimum", pointer=pointer)
+        return expr
+
+    # ------------------------------------------------------------ strings
+
+    def type_string(self, node: dict, pointer: str) -> Expr:
         # "minLength" / "maxLength": counted in code points (a surrogate-pair escape is one).
         lo, hi = int(node.get("minLength", 0)), node.get("maxLength")
         hi = None if hi is None else int(hi)
         if hi is not None and lo > hi:
             raise Unsatisfiable(f"minLength {lo} is above maxLength {hi}", keyword="minLength", pointer=pointer)
+        fmt = node.get("format")
+        if fmt is not None and (fmt not in FORMATS or fmt in APPROXIMATE or "pattern" in node):
+            self.warn("format", pointer)
+        if "pattern" in node:
+            return self.regex_string(node["pattern"], lo, hi, True, "pattern", node, pointer)
+        if fmt in FORMATS:
+            return self.regex_string(FORMATS[fmt], lo, hi, False, "format", node, pointer)
         return jg.string(lo, hi)
+
+    def regex_string(self, source: str, lo: int, hi, search: bool, keyword: str, node: dict, pointer: str) -> Expr:
+        try:
+            expr, lengths = pattern_string(source, lo, hi, search=search)
+        except RegexError as exc:
+            raise SchemaError(f"pattern {source!r}: {exc}", keyword=keyword, pointer=pointer) from None
+        if expr is None:
+            raise Unsatisfiable(f"no string of the allowed length matches {source!r}", keyword=keyword, pointer=pointer)
+        if not lengths:
+            for bound in ("minLength", "maxLength"):
+                if bound in node:
+                    self.warn(bound, pointer)
+        return expr
 
     # ------------------------------------------------------------ arrays
 
     def type_array(self, node: dict, pointer: str) -> Expr:
-        # "items" (a schema, or the draft-4/7 list form: one schema per position) and
-        # "additionalItems" (the items after that list).
+        # "prefixItems" (the draft-4/7 list form of "items" is read as it): one schema per
+        # position; then "items" for the items after them.
         prefix, rest = self.item_schemas(node, pointer)
         lo = int(node.get("minItems", 0))
         hi = None if node.get("maxItems") is None else int(node["maxItems"])
@@ -397,16 +398,13 @@ class _Compiler:
 
     def item_schemas(self, node: dict, pointer: str) -> tuple[list[Expr], Expr | None]:
         """Per-position item values, then the value of every further item (``None``: no more)."""
-        items = node.get("items", True)
-        if not isinstance(items, list):
-            return [], self.optional_value(items, _child(pointer, "items"))
         prefix: list[Expr] = []
-        for i, sub in enumerate(items):
-            value = self.optional_value(sub, _child(pointer, "items", i))
+        for i, sub in enumerate(node.get("prefixItems", ())):
+            value = self.optional_value(sub, child(pointer, "prefixItems", i))
             if value is None:
                 return prefix, None
             prefix.append(value)
-        return prefix, self.optional_value(node.get("additionalItems", True), _child(pointer, "additionalItems"))
+        return prefix, self.optional_value(node.get("items", True), child(pointer, "items"))
 
     def optional_value(self, node, pointer: str) -> Expr | None:
         """``value``, or ``None`` where nothing satisfies ``node`` and the caller can do without."""
@@ -442,52 +440,141 @@ class _Compiler:
     # ------------------------------------------------------------ objects
 
     def type_object(self, node: dict, pointer: str) -> Expr:
-        # "properties" in declared order, "required" ones mandatory; then "additionalProperties".
+        # "properties" in declared order, "required" ones mandatory; then the undeclared keys:
+        # "patternProperties" (a key that matches a pattern) and "additionalProperties".
+        names_ok = self.property_names(node, pointer)
         extra = self.additional(node, pointer)
         if extra is not None:
             extra = self.shared(extra, 2)  # the additional member and undeclared required names
-        declared, names = self.declared(node, pointer, extra)
-        if extra is None:
-            additional = None
-        else:
-            key = jg.key_excluding(names, self.grammar) if names else jg.string()
-            additional = seq(key, jg.WS, literal(":"), jg.WS, extra, jg.WS)
-        return seq(literal("{"), jg.WS, self.members(declared, additional), literal("}"))
+        declared, names = self.declared(node, pointer, extra, names_ok)
+        undeclared = self.undeclared(node, pointer, extra, names, names_ok)
+        lo, hi = int(node.get("minProperties", 0)), node.get("maxProperties")
+        hi = None if hi is None else int(hi)
+        if self.counts_matter(declared, undeclared, lo, hi):
+            if (len(declared) + 1) * ((hi if hi is not None else lo) + 1) <= _MAX_COUNTED_MEMBERS:
+                body = self.counted_members(declared, undeclared, lo, hi)
+                if body is None:
+                    keyword = "minProperties" if "minProperties" in node else "maxProperties"
+                    message = "no object has a property count in bounds here"
+                    raise Unsatisfiable(message, keyword=keyword, pointer=pointer)
+                return seq(literal("{"), jg.WS, body, literal("}"))
+            for bound in ("minProperties", "maxProperties"):
+                if bound in node:
+                    self.warn(bound, pointer)
+        return seq(literal("{"), jg.WS, self.members(declared, undeclared), literal("}"))
 
     def additional(self, node: dict, pointer: str) -> Expr | None:
-        """The value of an undeclared key, ``None`` when the object is closed.
+        """The value of an undeclared key that matches no pattern, ``None`` when there is none.
 
         "additionalProperties": ``false`` closes the object, a schema types the extra values.
         Absent, an object that declares ``properties`` is closed unless ``closed_objects`` is off.
         """
         if "additionalProperties" not in node:
-            closed = self.closed_objects and "properties" in node
-            return None if closed else self.any_value()
-        return self.optional_value(node["additionalProperties"], _child(pointer, "additionalProperties"))
+            return None if closed(node, self.closed_objects) else self.any_value()
+        return self.optional_value(node["additionalProperties"], child(pointer, "additionalProperties"))
 
-    def declared(self, node: dict, pointer: str, extra: Expr | None):
+    def property_names(self, node: dict, pointer: str):
+        """A test for names ("propertyNames"), or ``None`` when every name is allowed."""
+        if "propertyNames" not in node:
+            return None
+        schema = node["propertyNames"]
+        return lambda name: self.admits(schema, name)
+
+    def declared(self, node: dict, pointer: str, extra: Expr | None, names_ok):
         """(member, mandatory) per key that may appear by name, and every name kept from extras."""
         required = dict.fromkeys(node.get("required", ()))
         properties = node.get("properties", {})
+        patterns = node.get("patternProperties", {})
         members: list[tuple[Expr, bool]] = []
-        for name, sub in properties.items():
-            value = self.optional_value(sub, _child(pointer, "properties", name))
+        for name in [*properties, *(n for n in required if n not in properties)]:
+            where = child(pointer, "properties", name)
+            schemas = [properties[name]] if name in properties else []
+            schemas += [s for p, s in patterns.items() if _search(p, name)]
+            if names_ok is not None and not names_ok(name):
+                value = None
+            elif schemas:
+                value = self.optional_value(schemas[0] if len(schemas) == 1 else {"allOf": schemas}, where)
+            else:
+                value = extra
             if value is None and name in required:
-                raise Unsatisfiable(f"required property {name!r} admits no value", keyword="required", pointer=pointer)
+                message = f"required property {name!r} admits no value"
+                if not schemas and names_ok is None:
+                    message = f"required property {name!r} is not allowed: the object is closed"
+                raise Unsatisfiable(message, keyword="required", pointer=pointer)
             if value is not None:
                 members.append((self.member(name, value, pointer), name in required))
-        # "required" names that "properties" does not declare are extra keys that must appear.
-        for name in required:
-            if name not in properties:
-                if extra is None:
-                    message = f"required property {name!r} is not allowed: the object is closed"
-                    raise Unsatisfiable(message, keyword="required", pointer=pointer)
-                members.append((self.member(name, extra, pointer), True))
         return members, list(properties) + [n for n in required if n not in properties]
+
+    def undeclared(self, node: dict, pointer: str, extra: Expr | None, names: list[str], names_ok) -> Expr | None:
+        """One member whose key is not a declared name: by a pattern, or an additional one.
+
+        A key that matches a pattern must satisfy that pattern's schema, and an additional key
+        must match none: an automaton cannot take the complement of a pattern, so the two routes
+        are only combined where that cannot matter (the additional values are refused, or every
+        pattern admits any value). A declared name a pattern matches would be written twice;
+        keys are excluded from the declared names by construction only on the additional route.
+        """
+        patterns = node.get("patternProperties", {})
+        routes = []
+        trivial = all(s is True or s == {} for s in patterns.values())
+        if patterns and not (trivial and extra == self.any_value()):
+            if extra is not None and not trivial:
+                message = "patternProperties beside additional properties that may match the patterns"
+                raise SchemaError(message + " is not supported", keyword="patternProperties", pointer=pointer)
+            if len({jg.dumps(s) for s in patterns.values()}) > 1:
+                message = "several patternProperties with different schemas (a key may match two)"
+                raise SchemaError(message + " is not supported", keyword="patternProperties", pointer=pointer)
+            clash = [n for n in names if any(_search(p, n) for p in patterns)]
+            if clash:
+                message = f"declared property {clash[0]!r} also matches a patternProperties pattern"
+                raise SchemaError(message + " (its key could repeat)", keyword="patternProperties", pointer=pointer)
+            if names_ok is not None:
+                message = "propertyNames beside patternProperties is not supported"
+                raise SchemaError(message, keyword="propertyNames", pointer=pointer)
+            for p, schema in patterns.items():
+                value = self.optional_value(schema, child(pointer, "patternProperties", p))
+                if value is not None:
+                    key = self.regex_string(p, 0, None, True, "patternProperties", {}, pointer)
+                    routes.append(seq(key, jg.WS, literal(":"), jg.WS, value, jg.WS))
+        if extra is not None:
+            key = self.additional_key(node, pointer, names, names_ok)
+            if key is not None:
+                routes.append(seq(key, jg.WS, literal(":"), jg.WS, extra, jg.WS))
+        return alt(*routes) if routes else None
+
+    def additional_key(self, node: dict, pointer: str, names: list[str], names_ok) -> Expr | None:
+        """An undeclared key: any name but the declared ones, within "propertyNames"."""
+        if names_ok is None:
+            return jg.key_excluding(names, self.grammar) if names else jg.string()
+        schema = node["propertyNames"]
+        if schema is False:
+            return None
+        alternatives = [a for alt_ in self.algebra.alternatives(schema, pointer) for a in self.algebra.resolved(alt_)]
+        if all("enum" in a or "const" in a for a in alternatives):
+            allowed = [v for a in alternatives for v in ([a["const"]] if "const" in a else a["enum"])]
+            strings = dict.fromkeys(x for x in allowed if isinstance(x, str))
+            keys = [v for v in strings if v not in names and names_ok(v)]
+            return alt(*(_text_literal(jg.dumps(k), "propertyNames", pointer) for k in keys)) if keys else None
+        if len(alternatives) == 1 and set(alternatives[0]) <= {"type", "pattern", "minLength", "maxLength", "format"}:
+            flat = alternatives[0]
+            if "string" not in allowed_types(flat):
+                return None
+            if not [n for n in names if names_ok(n)]:
+                return self.type_string(flat, child(pointer, "propertyNames"))
+        message = "propertyNames beyond an enum, or a pattern/length that no declared name meets, is not supported"
+        raise SchemaError(message, keyword="propertyNames", pointer=pointer)
 
     @staticmethod
     def member(name: str, value: Expr, pointer: str) -> Expr:
         return seq(_text_literal(jg.dumps(name), "properties", pointer), jg.WS, literal(":"), jg.WS, value, jg.WS)
+
+    @staticmethod
+    def counts_matter(declared: list[tuple[Expr, bool]], additional: Expr | None, lo: int, hi: int | None) -> bool:
+        """Whether "minProperties"/"maxProperties" cut anything the members would allow."""
+        mandatory = sum(must for _, must in declared)
+        too_few = lo > mandatory
+        too_many = hi is not None and (additional is not None or len(declared) > hi)
+        return too_few or too_many
 
     def members(self, declared: list[tuple[Expr, bool]], additional: Expr | None) -> Expr:
         """Declared members in order (optional ones skippable), then additional ones.
@@ -522,6 +609,53 @@ class _Compiler:
         body = firsts + ([seq(additional, last)] if extra_only else []) + ([] if mandatory else [EMPTY])
         return alt(*body)
 
+    def counted_members(self, declared, additional: Expr | None, lo: int, hi: int | None) -> Expr | None:
+        """``members`` that also count them: "minProperties" / "maxProperties", exactly.
+
+        ``F(i, c, first)`` is what may follow once ``c`` members are written and member ``i`` is
+        next (``first``: nothing written yet, so no comma). Counts past ``lo`` behave alike when
+        there is no upper bound, so at most ``(n + 1) * (bound + 1) * 2`` rules exist.
+        """
+        n, sep = len(declared), seq(literal(","), jg.WS)
+        cap = hi if hi is not None else lo
+        if additional is not None:
+            additional = self.share(additional)
+        memo: dict[tuple[int, int, bool], Expr | None] = {}
+
+        def rest(c: int, first: bool) -> Expr | None:
+            need, room = max(lo - c, 0), None if hi is None else hi - c
+            if additional is None or room == 0:
+                return EMPTY if need == 0 else None
+            if not first:
+                return jg.counted(seq(sep, additional), need, room)
+            more = jg.counted(seq(sep, additional), max(need - 1, 0), None if room is None else room - 1)
+            body = seq(additional, more)
+            return body if need else optional(body)
+
+        def follow(i: int, c: int, first: bool) -> Expr | None:
+            key = (i, min(c, cap), first)
+            if key not in memo:
+                memo[key] = rest(c, first) if i == n else self.shared_or_none(choose(i, c, first))
+            return memo[key]
+
+        def choose(i: int, c: int, first: bool) -> Expr | None:
+            member, must = declared[i]
+            options = []
+            if hi is None or c < hi:
+                after = follow(i + 1, c + 1, False)
+                if after is not None:
+                    options.append(seq(member if first else seq(sep, member), after))
+            if not must:
+                after = follow(i + 1, c, first)
+                if after is not None:
+                    options.append(after)
+            return alt(*options) if options else None
+
+        return follow(0, 0, True)
+
+    def shared_or_none(self, expr: Expr | None) -> Expr | None:
+        return None if expr is None else self.shared(expr, 2)
+
     def shared(self, expr: Expr, uses: int) -> Expr:
         """``expr`` as a rule where more than one place uses it (a DAG of rules, never of expressions)."""
         if uses < 2 or expr == EMPTY or isinstance(expr, Ref):
@@ -530,10 +664,14 @@ class _Compiler:
 
     def share(self, expr: Expr) -> Ref:
         """A named rule for ``expr``: expressions stay trees, and lowering may build it once."""
+        return self.grammar.define(self.fresh("shared"), expr)
+
+    def fresh(self, prefix: str) -> str:
         # several schemas may share one grammar (the tools of a request): names must not collide
-        while f"shared{self.rules}" in self.grammar.rules:
+        while f"{prefix}{self.rules}" in self.grammar.rules:
             self.rules += 1
-        return self.grammar.define(f"shared{self.rules}", expr)
+        self.rules += 1
+        return f"{prefix}{self.rules - 1}"
 
     # ------------------------------------------------------------ enum and const
 
@@ -542,11 +680,11 @@ class _Compiler:
         # merged into one byte trie so that a long enum keeps a handful of live paths.
         candidates = [node["const"]] if "const" in node else node["enum"]
         if "const" in node and "enum" in node:
-            candidates = [c for c in candidates if any(_json_equal(c, e) for e in node["enum"])]
-        rest = {k: v for k, v in node.items() if k not in ("enum", "const")}
+            candidates = [c for c in candidates if any(json_equal(c, e) for e in node["enum"])]
+        rest = {k: v for k, v in node.items() if k not in ("enum", "const", UNMERGED)}
         trie: dict = {}
         for value in candidates:
-            if self.admits(rest, value):
+            if self.admits_flat(rest, value):
                 _trie_insert(trie, self.tokens(value, rest, pointer))
         if not trie:
             keyword = "const" if "const" in node else "enum"
@@ -556,7 +694,7 @@ class _Compiler:
 
     def tokens(self, value, schema, pointer: str) -> list:
         """The literal of ``value`` as bytes and ``Expr`` pieces, keys in ``schema``'s declared order."""
-        kind = _json_type(value)
+        kind = json_type(value)
         if kind in ("integer", "number"):
             return jg.number_literal(value, integer_only=self.integer_only(schema))
         if kind == "array":
@@ -573,50 +711,80 @@ class _Compiler:
     @staticmethod
     def integer_only(schema) -> bool:
         """An integer value is spelled without a fraction where the schema allows no non-integer."""
-        return isinstance(schema, dict) and "number" not in _allowed_types(schema)
+        return isinstance(schema, dict) and "number" not in allowed_types(schema)
+
+    # ------------------------------------------------------------ values against schemas
 
     def admits(self, schema, value) -> bool:
-        """Whether ``value`` satisfies the enforced keywords of ``schema`` (exactly as compiled)."""
-        if isinstance(schema, bool):
-            return schema
-        kind = _json_type(value)
-        if kind not in _allowed_types(schema):
+        """Whether ``value`` satisfies ``schema`` exactly as compiled (enum filtering, names, patterns)."""
+        for alternative in self.algebra.alternatives(schema, ""):
+            if any(self.admits_flat(flat, value) for flat in self.algebra.resolved(alternative)):
+                return True
+        return False
+
+    def admits_flat(self, schema: dict, value) -> bool:
+        kind = json_type(value)
+        if kind not in allowed_types(schema):
             return False
-        if "const" in schema and not _json_equal(value, schema["const"]):
+        if "const" in schema and not json_equal(value, schema["const"]):
             return False
-        if "enum" in schema and not any(_json_equal(value, e) for e in schema["enum"]):
+        if "enum" in schema and not any(json_equal(value, e) for e in schema["enum"]):
             return False
-        check = {"string": self.admits_string, "array": self.admits_array, "object": self.admits_object}.get(kind)
+        check = {
+            "string": self.admits_string,
+            "array": self.admits_array,
+            "object": self.admits_object,
+            "integer": self.admits_number,
+            "number": self.admits_number,
+        }.get(kind)
         return check is None or check(schema, value)
 
     @staticmethod
     def admits_string(schema: dict, value: str) -> bool:
-        return schema.get("minLength", 0) <= len(value) <= schema.get("maxLength", len(value))
+        if not schema.get("minLength", 0) <= len(value) <= schema.get("maxLength", len(value)):
+            return False
+        if "pattern" in schema and not _search(schema["pattern"], value):
+            return False
+        fmt = schema.get("format")
+        return fmt not in FORMATS or _search("^(?:" + FORMATS[fmt] + ")$", value)
+
+    @staticmethod
+    def admits_number(schema: dict, value) -> bool:
+        number = _bound(value)
+        lo, lo_ex, hi, hi_ex = _numeric_bounds(schema)
+        if lo is not None and (number < lo or (lo_ex and number == lo)):
+            return False
+        if hi is not None and (number > hi or (hi_ex and number == hi)):
+            return False
+        return "multipleOf" not in schema or number % _bound(schema["multipleOf"]) == 0
 
     def admits_array(self, schema: dict, value: list) -> bool:
         if not schema.get("minItems", 0) <= len(value) <= schema.get("maxItems", len(value)):
+            return False
+        if schema.get("uniqueItems") and any(json_equal(a, b) for i, a in enumerate(value) for b in value[i + 1 :]):
             return False
         return all(self.admits(_item_schema(schema, i), v) for i, v in enumerate(value))
 
     def admits_object(self, schema: dict, value: dict) -> bool:
         if any(name not in value for name in schema.get("required", ())):
             return False
-        closed = self.closed_objects and "properties" in schema
+        if not schema.get("minProperties", 0) <= len(value) <= schema.get("maxProperties", len(value)):
+            return False
+        if "propertyNames" in schema and not all(self.admits(schema["propertyNames"], k) for k in value):
+            return False
         for key, v in value.items():
-            sub = _property_schema(schema, key, closed)
-            if not self.admits(sub, v):
+            sub = self.algebra.key_schema(schema, key)
+            if sub is not None and not self.admits(sub, v):
                 return False
         return True
 
 
 def _item_schema(schema, i: int):
-    """The subschema that item ``i`` of an array must satisfy."""
+    """The subschema that item ``i`` of an array must satisfy (a flat schema: ``prefixItems`` then ``items``)."""
     if not isinstance(schema, dict):
         return schema
-    items = schema.get("items", True)
-    if not isinstance(items, list):
-        return items
-    return items[i] if i < len(items) else schema.get("additionalItems", True)
+    prefix = schema.get("prefixItems", [])
+    return prefix[i] if i < len(prefix) else schema.get("items", True)
 
 
 def _property_schema(schema, key: str, closed: bool = False):
@@ -674,13 +842,13 @@ def _trie_insert(trie: dict, tokens: list) -> None:
 def _trie_expr(node: dict) -> Expr:
     """The alternation a trie stands for; single-child chains become one literal run."""
     parts = []
-    for token, child in node.items():
+    for token, branch in node.items():
         if token is _END:
             parts.append(EMPTY)
             continue
         run = [token]
-        while len(child) == 1 and _END not in child:
-            ((token, child),) = child.items()
+        while len(branch) == 1 and _END not in branch:
+            ((token, branch),) = branch.items()
             run.append(token)
-        parts.append(seq(*(literal(bytes([t])) if isinstance(t, int) else t for t in run), _trie_expr(child)))
+        parts.append(seq(*(literal(bytes([t])) if isinstance(t, int) else t for t in run), _trie_expr(branch)))
     return jg.choice(parts)  # the parts start with distinct tokens

@@ -9,13 +9,13 @@ document) without a model. ``generate`` is the decoding loop every backend runs.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from urllib.parse import unquote
 
 import numpy as np
 
 from .errors import InternalError
+from .regex import RegexError, python_regex
 from .vocab import Vocabulary
 
 
@@ -82,15 +82,16 @@ def declared_order(data, schema):
     """``data`` with object keys in the order a schema-constrained generation writes them.
 
     Generation fixes key order, so a test must feed instances in the compiler's order. The rule,
-    where schemas combine: local ``$ref`` (JSON Pointers into ``schema``) is resolved; an object's
-    order is its schema's ``properties`` keys, then its ``required`` names not yet listed, then
-    what each ``allOf`` entry contributes in turn (the same rule, recursively, new names
-    appended), then the ``$ref`` target's, then the ``anyOf``/``oneOf`` branch the value matches
-    (the first that ``jsonschema`` validates it against, ``schema`` as the resolution context),
-    then the value's remaining keys as they came. A property's value follows, combined, every
+    where schemas combine (``llamay.schema_algebra`` merges in this order): local ``$ref`` (JSON
+    Pointers into ``schema``) is resolved; the schemas on an object's path are its own, then each
+    ``allOf`` entry in turn (recursively), then the ``$ref`` target, then the ``anyOf``/``oneOf``
+    branch the value matches (the first that ``jsonschema`` validates it against, ``schema`` as
+    the resolution context). The order is the ``properties`` keys of the path's schemas in path
+    order, then the ``required`` names not yet listed, then the value's remaining keys as they came.
+    A property's value follows, combined, every
     subschema that applies to its key along that path: the ``properties`` entries naming it, in
     path order, then, from each schema on the path that does not name it, its matching
-    ``patternProperties`` (``re.search``) or else its ``additionalProperties``. An array item
+    ``patternProperties`` (``llamay.regex``) or else its ``additionalProperties``. An array item
     follows ``prefixItems`` (or array-form ``items``) by position, then ``items`` (or
     ``additionalItems``), from every schema on the array's path.
     """
@@ -159,6 +160,7 @@ def _key_order(path: list[dict], data: dict) -> list[str]:
     order: dict[str, None] = {}
     for s in path:
         order.update(dict.fromkeys(_get(s, "properties", dict)))
+    for s in path:
         order.update(dict.fromkeys(k for k in _get(s, "required", list) if isinstance(k, str)))
     return [k for k in order if k in data] + [k for k in data if k not in order]
 
@@ -193,8 +195,8 @@ def _get(schema: dict, keyword: str, kind: type):
 
 def _search(pattern: str, key: str) -> bool:
     try:
-        return re.search(pattern, key) is not None
-    except re.error:  # an ECMA-only pattern: treated as matching nothing
+        return python_regex(pattern).search(key) is not None
+    except RegexError:  # a pattern llamay refuses: treated as matching nothing
         return False
 
 

@@ -1,0 +1,235 @@
+"""JSON Schema keywords: what llamay enforces, warns about, ignores or refuses, and their shapes.
+
+``Checker`` is the first compile pass. It visits every subschema reachable from the root
+(through ``$ref`` too, each target once), refuses the keywords llamay cannot enforce, reports
+malformed keyword values, warns where a keyword is accepted but never enforced, and applies
+the bounds of ``limits.py``. A schema that passes is well formed, so the compiler can trust
+keyword shapes.
+"""
+
+from __future__ import annotations
+
+import time
+
+from . import json_grammar as jg
+from .errors import SchemaError
+from .limits import COMPILE_SECONDS, MAX_DEPTH, MAX_REPEAT
+
+TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
+
+#: Keywords compiled into the automaton (``oneOf``, ``format``, ``multipleOf`` and ``pattern``
+#: beside a length bound warn in the cases the compiler cannot make exact; see ``schema.py``).
+ENFORCED = frozenset(
+    {
+        "type", "properties", "required", "additionalProperties", "patternProperties", "propertyNames",
+        "minProperties", "maxProperties", "items", "additionalItems", "prefixItems", "minItems", "maxItems",
+        "enum", "const", "minLength", "maxLength", "pattern", "format", "minimum", "maximum",
+        "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "$ref", "allOf", "anyOf", "oneOf",
+    }
+)  # fmt: skip
+
+#: Keywords accepted but never enforced: each occurrence that can apply adds a warning.
+WARNED = frozenset({"uniqueItems", "contentEncoding", "contentMediaType", "contentSchema"})
+
+#: Keywords with no effect on validation (``$defs``/``definitions`` hold ``$ref`` targets).
+ANNOTATIONS = frozenset(
+    {
+        "title", "description", "default", "examples", "$schema", "$id", "id", "$comment", "deprecated",
+        "readOnly", "writeOnly", "$defs", "definitions", "$anchor", "$dynamicAnchor", "$recursiveAnchor",
+        "$vocabulary",
+    }
+)  # fmt: skip
+
+#: JSON Schema keywords refused by name: they need what a byte automaton cannot hold
+#: (negation, conditionals, cross-item or cross-key counting) or another document.
+REFUSED = frozenset(
+    {
+        "not", "if", "then", "else", "dependentSchemas", "dependentRequired", "dependencies",
+        "unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$recursiveRef", "contains",
+        "minContains", "maxContains",
+    }
+)  # fmt: skip
+
+# Keywords outside every vocabulary (``x-*`` vendor extensions, typos) are annotations by the
+# specification; llamay accepts them and warns, so a typo like "require" does not go unnoticed.
+
+# The types each warned keyword constrains: a warning is only worth giving where one is allowed.
+_WARNED_TYPES = {
+    "uniqueItems": ("array",),
+    "contentEncoding": ("string",),
+    "contentMediaType": ("string",),
+    "contentSchema": ("string",),
+}
+
+LEGACY_DRAFTS = ("draft-03", "draft-04", "draft-06", "draft-07")
+
+
+def legacy_ref(root) -> bool:
+    """Drafts 4-7 ignore every keyword beside ``$ref``; 2019-09 on (and the default) apply them."""
+    declared = root.get("$schema") if isinstance(root, dict) else None
+    return isinstance(declared, str) and any(d in declared for d in LEGACY_DRAFTS)
+
+
+def is_count(value) -> bool:
+    """A non-negative integer; ``2.0`` counts (JSON Schema compares numbers by value)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return value >= 0 and float(value).is_integer()
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def is_type(value) -> bool:
+    if isinstance(value, str):
+        return value in TYPES
+    return (
+        isinstance(value, list)
+        and len(value) > 0
+        and all(isinstance(t, str) and t in TYPES for t in value)
+        and len(set(value)) == len(value)
+    )
+
+
+def _is_schema(value) -> bool:
+    return isinstance(value, dict | bool)
+
+
+def _schemas(value) -> bool:
+    return isinstance(value, list) and len(value) > 0
+
+
+# The shape each keyword's value must have, and the words that say so.
+SHAPES = {
+    "type": (is_type, f"one of {', '.join(TYPES)} or a non-empty list of them without repeats"),
+    "properties": (lambda v: isinstance(v, dict), "an object of schemas"),
+    "patternProperties": (lambda v: isinstance(v, dict), "an object of schemas"),
+    "required": (lambda v: isinstance(v, list) and all(isinstance(k, str) for k in v), "a list of strings"),
+    "additionalProperties": (_is_schema, "a schema"),
+    "propertyNames": (_is_schema, "a schema"),
+    "minProperties": (is_count, "a non-negative integer"),
+    "maxProperties": (is_count, "a non-negative integer"),
+    "items": (lambda v: _is_schema(v) or isinstance(v, list), "a schema or a list of schemas"),
+    "prefixItems": (lambda v: isinstance(v, list), "a list of schemas"),
+    "additionalItems": (_is_schema, "a schema"),
+    "minItems": (is_count, "a non-negative integer"),
+    "maxItems": (is_count, "a non-negative integer"),
+    "minLength": (is_count, "a non-negative integer"),
+    "maxLength": (is_count, "a non-negative integer"),
+    "uniqueItems": (lambda v: isinstance(v, bool), "a boolean"),
+    "contentEncoding": (lambda v: isinstance(v, str), "a string"),
+    "contentMediaType": (lambda v: isinstance(v, str), "a string"),
+    "contentSchema": (_is_schema, "a schema"),
+    "enum": (lambda v: isinstance(v, list), "a list"),
+    "const": (lambda v: True, "a JSON value"),
+    "minimum": (_is_number, "a number"),
+    "maximum": (_is_number, "a number"),
+    "exclusiveMinimum": (lambda v: _is_number(v) or isinstance(v, bool), "a number (a boolean in draft 4)"),
+    "exclusiveMaximum": (lambda v: _is_number(v) or isinstance(v, bool), "a number (a boolean in draft 4)"),
+    "multipleOf": (lambda v: _is_number(v) and v > 0, "a number above 0"),
+    "pattern": (lambda v: isinstance(v, str), "a string"),
+    "format": (lambda v: isinstance(v, str), "a string"),
+    "$ref": (lambda v: isinstance(v, str), "a string"),
+    "allOf": (_schemas, "a non-empty list of schemas"),
+    "anyOf": (_schemas, "a non-empty list of schemas"),
+    "oneOf": (_schemas, "a non-empty list of schemas"),
+}
+
+_SINGLE = ("items", "additionalItems", "additionalProperties", "propertyNames")
+_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
+
+
+def child(pointer: str, *tokens) -> str:
+    """JSON Pointer of a subschema (RFC 6901 escapes ``~`` and ``/``)."""
+    return pointer + "".join("/" + str(t).replace("~", "~0").replace("/", "~1") for t in tokens)
+
+
+def subschemas(node: dict, pointer: str):
+    """(keyword, subschema, pointer) for every subschema of ``node`` the compiler reads, in document order."""
+    for keyword, value in node.items():
+        if keyword in ("properties", "patternProperties"):
+            for name, sub in value.items():
+                yield keyword, sub, child(pointer, keyword, name)
+        elif keyword in _LISTS or (keyword == "items" and isinstance(value, list)):
+            for i, sub in enumerate(value):
+                yield keyword, sub, child(pointer, keyword, i)
+        elif keyword in _SINGLE:
+            yield keyword, value, child(pointer, keyword)
+
+
+def allowed_types(node: dict) -> tuple[str, ...]:
+    """The types ``type`` allows (all when absent); ``integer`` is implied by ``number``."""
+    declared = node.get("type", TYPES)
+    declared = (declared,) if isinstance(declared, str) else tuple(declared)
+    if "number" in declared and "integer" not in declared:
+        declared += ("integer",)
+    return declared
+
+
+def check_deadline(deadline: float, pointer: str) -> None:
+    # "COMPILE_SECONDS": a hostile schema must not hold a worker.
+    if time.monotonic() > deadline:
+        raise SchemaError(
+            f"schema took over {COMPILE_SECONDS} s to compile", keyword="COMPILE_SECONDS", pointer=pointer
+        )
+
+
+class Checker:
+    """Pass 1: refusals, malformed values, warnings and bounds, for every reachable subschema."""
+
+    def __init__(self, warnings: list[str], deadline: float, resolver, legacy: bool) -> None:
+        self.warnings = warnings
+        self.deadline = deadline
+        self.resolver = resolver
+        self.legacy = legacy
+        self.seen: set[int] = set()
+
+    def schema(self, node, pointer: str, via: str, depth: int) -> None:
+        # "MAX_DEPTH": the compilers recurse once per level.
+        if depth > MAX_DEPTH:
+            raise SchemaError(f"schema nests deeper than {MAX_DEPTH} levels", keyword="MAX_DEPTH", pointer=pointer)
+        check_deadline(self.deadline, pointer)
+        if isinstance(node, bool):
+            return
+        if not isinstance(node, dict):
+            text = jg.dumps(node)[:40]
+            raise SchemaError(f"a schema must be an object or a boolean, not {text}", keyword=via, pointer=pointer)
+        if id(node) in self.seen:
+            return
+        self.seen.add(id(node))
+        if "$ref" in node and self.legacy:  # drafts 4-7: the siblings of "$ref" have no effect
+            node = {"$ref": node["$ref"]}
+        for keyword, value in node.items():
+            self.keyword(node, keyword, value, pointer)
+        if "$ref" in node:
+            target = self.resolver.resolve(node["$ref"], self.resolver.base_of(node), pointer)
+            self.schema(target, child(pointer, "$ref"), "$ref", depth + 1)
+        for keyword, sub, sub_pointer in subschemas(node, pointer):
+            self.schema(sub, sub_pointer, keyword, depth + 1)
+
+    def keyword(self, node: dict, keyword: str, value, pointer: str) -> None:
+        if keyword in ANNOTATIONS:
+            return
+        if keyword in REFUSED:
+            raise SchemaError(f"keyword {keyword!r} is not supported", keyword=keyword, pointer=pointer)
+        if keyword not in SHAPES:
+            self.warnings.append(f"{keyword} not enforced at {pointer or '(root)'}")
+            return
+        test, shape = SHAPES[keyword]
+        if not test(value):
+            raise SchemaError(f"{keyword!r} must be {shape}", keyword=keyword, pointer=pointer)
+        # "MAX_REPEAT": a minimum count is built from blocks of MAX_REPEAT repetitions.
+        if keyword in ("minItems", "minLength") and value > MAX_REPEAT * MAX_REPEAT:
+            message = f"{keyword} {value} is above {MAX_REPEAT * MAX_REPEAT}"
+            raise SchemaError(message, keyword="MAX_REPEAT", pointer=pointer)
+        if keyword in WARNED and value and self.applies(node, keyword):
+            self.warnings.append(f"{keyword} not enforced at {pointer or '(root)'}")
+
+    @staticmethod
+    def applies(node: dict, keyword: str) -> bool:
+        """Whether a warned keyword constrains a type the node allows (``type`` and ``enum``)."""
+        allowed = set(allowed_types(node)) if is_type(node.get("type", "null")) else set(TYPES)
+        if "const" in node or isinstance(node.get("enum"), list):
+            return False  # the listed values are checked whole
+        return bool(allowed.intersection(_WARNED_TYPES[keyword]))

@@ -1,0 +1,79 @@
+"""Local ``$ref`` resolution: JSON Pointers, anchors and embedded ``$id`` base URIs.
+
+A schema arrives as one document. References into it are resolved; anything that would
+need another document (a remote URL, a file) is refused by name, as is ``$dynamicRef``:
+llamay never fetches. Base URIs follow RFC 3986 joins from ``$id`` (``id`` in draft 4), so
+``{"$id": "http://x/a.json", ... "$ref": "a.json#/$defs/b"}`` stays inside the document.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import unquote, urldefrag, urljoin
+
+from .errors import SchemaError
+
+#: The base URI of a document that declares none (never fetched; it only anchors joins).
+_DOCUMENT = "https://llamay.invalid/schema.json"
+
+
+class Resolver:
+    """Every ``$id`` and anchor of one document, and the base URI of each of its subschemas."""
+
+    def __init__(self, root, legacy: bool) -> None:
+        self.root = root
+        self.legacy = legacy  # drafts 4-7: an "$id" beside "$ref" is ignored like every sibling
+        self.documents: dict[str, object] = {_DOCUMENT: root}
+        self.anchors: dict[tuple[str, str], object] = {}
+        self.bases: dict[int, str] = {}
+        self._index(root, _DOCUMENT, 0)
+
+    def _index(self, node, base: str, depth: int) -> None:
+        if depth > 512:  # the checker bounds depth with a clear error; this only keeps indexing finite
+            return
+        if isinstance(node, list):
+            for item in node:
+                self._index(item, base, depth + 1)
+            return
+        if not isinstance(node, dict):
+            return
+        ident = node.get("$id", node.get("id"))
+        if isinstance(ident, str) and not (self.legacy and "$ref" in node):
+            url, fragment = urldefrag(urljoin(base, ident))
+            if url:
+                base = url
+                self.documents.setdefault(url, node)
+            if fragment:  # draft 4-7: "id": "#name" is an anchor
+                self.anchors.setdefault((base, fragment), node)
+        anchor = node.get("$anchor")
+        if isinstance(anchor, str):
+            self.anchors.setdefault((base, anchor), node)
+        self.bases.setdefault(id(node), base)
+        for key, value in node.items():
+            if key not in ("enum", "const", "default", "examples") and isinstance(value, dict | list):
+                self._index(value, base, depth + 1)
+
+    def base_of(self, node) -> str:
+        return self.bases.get(id(node), _DOCUMENT)
+
+    def resolve(self, ref: str, base: str, pointer: str):
+        """The subschema ``ref`` names, read from ``base``; refuses what is outside the document."""
+        url, fragment = urldefrag(urljoin(base, ref))
+        document = self.documents.get(url)
+        if document is None:
+            message = f"$ref {ref!r} points outside the schema (remote references are not fetched)"
+            raise SchemaError(message, keyword="$ref", pointer=pointer)
+        if not fragment.startswith("/") and fragment:
+            target = self.anchors.get((url, fragment))
+            if target is None:
+                raise SchemaError(f"$ref {ref!r} names no anchor of the schema", keyword="$ref", pointer=pointer)
+            return target
+        node = document
+        for token in unquote(fragment).split("/")[1:]:
+            token = token.replace("~1", "/").replace("~0", "~")
+            if isinstance(node, dict) and token in node:
+                node = node[token]
+            elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+                node = node[int(token)]
+            else:
+                raise SchemaError(f"$ref {ref!r} points at nothing in the schema", keyword="$ref", pointer=pointer)
+        return node
