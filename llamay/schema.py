@@ -756,7 +756,7 @@ class _Compiler:
             return False
         if hi is not None and (number > hi or (hi_ex and number == hi)):
             return False
-        return "multipleOf" not in schema or number % _bound(schema["multipleOf"]) == 0
+        return "multipleOf" not in schema or Fraction(number) % Fraction(_bound(schema["multipleOf"])) == 0
 
     def admits_array(self, schema: dict, value: list) -> bool:
         if not schema.get("minItems", 0) <= len(value) <= schema.get("maxItems", len(value)):
