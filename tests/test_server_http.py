@@ -395,29 +395,30 @@ def test_shutdown_ends_streams_and_refuses_the_queue(model, backend):
     assert status == 503 and err["error"]["code"] == "shutting_down"
 
 
-PATTERN = {"type": "object", "properties": {"code": {"type": "string", "pattern": "^[a-z]+$", "maxLength": 8}},
-           "required": ["code"]}
-PATTERN_WARNING = "pattern not enforced at /properties/code"
+# an unknown format is the kind of keyword llamay accepts and cannot enforce
+WARNED = {"type": "object", "properties": {"code": {"type": "string", "format": "colour", "maxLength": 8}},
+          "required": ["code"]}
+WARNING = "format not enforced at /properties/code"
 
 
 def test_compile_warnings_reach_every_shape(server, backend):
     backend.script = b'{"code": "abc"}'
-    status, response, body = request(server.port, "POST", "/v1/chat/completions", {**CHAT, "llamay_schema": PATTERN})
+    status, response, body = request(server.port, "POST", "/v1/chat/completions", {**CHAT, "llamay_schema": WARNED})
     assert status == 200 and json.loads(body["choices"][0]["message"]["content"]) == {"code": "abc"}
-    assert body["llamay_warnings"] == [PATTERN_WARNING]
-    assert response.msg.get_all("Llamay-Warning") == [PATTERN_WARNING]
-    status, _, body = request(server.port, "POST", "/v1/messages", {**MESSAGES, "llamay_schema": PATTERN})
-    assert body["llamay_warnings"] == [PATTERN_WARNING]
-    status, _, body = request(server.port, "POST", "/api/chat", {**OLLAMA, "format": PATTERN})
-    assert body["llamay_warnings"] == [PATTERN_WARNING]
+    assert body["llamay_warnings"] == [WARNING]
+    assert response.msg.get_all("Llamay-Warning") == [WARNING]
+    status, _, body = request(server.port, "POST", "/v1/messages", {**MESSAGES, "llamay_schema": WARNED})
+    assert body["llamay_warnings"] == [WARNING]
+    status, _, body = request(server.port, "POST", "/api/chat", {**OLLAMA, "format": WARNED})
+    assert body["llamay_warnings"] == [WARNING]
     # streams: on the first chunk where the engine tells them before generation, else on the last
-    _, response = stream(server.port, "/v1/chat/completions", {**CHAT, "llamay_schema": PATTERN})
+    _, response = stream(server.port, "/v1/chat/completions", {**CHAT, "llamay_schema": WARNED})
     chunks = [data for _, data in read_events(response)][:-1]
-    assert [w for c in chunks for w in c.get("llamay_warnings", [])] == [PATTERN_WARNING]
-    _, response = stream(server.port, "/v1/messages", {**MESSAGES, "llamay_schema": PATTERN})
+    assert [w for c in chunks for w in c.get("llamay_warnings", [])] == [WARNING]
+    _, response = stream(server.port, "/v1/messages", {**MESSAGES, "llamay_schema": WARNED})
     events = [data for _, data in read_events(response)]
     found = events[0]["message"]["llamay_warnings"] + events[-2].get("llamay_warnings", [])
-    assert found == [PATTERN_WARNING]
-    _, response = stream(server.port, "/api/chat", {**OLLAMA, "format": PATTERN})
+    assert found == [WARNING]
+    _, response = stream(server.port, "/api/chat", {**OLLAMA, "format": WARNED})
     lines = list(read_events(response))
-    assert [w for line in lines for w in line.get("llamay_warnings", [])] == [PATTERN_WARNING]
+    assert [w for line in lines for w in line.get("llamay_warnings", [])] == [WARNING]
