@@ -5,13 +5,15 @@ The committed history is a stack of configuration sets in the arena (``h_*`` arr
 each step's set and frame count), so ``rollback(n)`` is a truncation and a rejected token
 or byte string leaves everything as it was. A mask for the current set is the OR, over its
 configurations, of the cached context-independent mask of the configuration's position,
-plus those undecided tokens that the real stack accepts.
+plus those undecided tokens that the real stack accepts. First visits compute the entry with
+the grammar's set machine and the vocabulary's string slices (``dfa``).
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from cpython.pythread cimport WAIT_LOCK, PyThread_acquire_lock, PyThread_release_lock
 from libc.stdint cimport int32_t, uint8_t, uint32_t
-from libc.stdlib cimport free, realloc
-from libc.string cimport memset
+from libc.stdlib cimport free, malloc, realloc
+from libc.string cimport memcpy, memset
 
 import numpy as np
 
@@ -19,11 +21,13 @@ from .. import limits
 from ..errors import LlamayError, UsageError
 from .automaton cimport (ACCEPT, BOTTOM, CTX, CTX_FRAMES, F_OVERFLOW, WS_WINDOW, Arena, CompiledGrammar, Config, Tables,
                          arena_free, arena_init, closure, push_frame)
+from .dfa cimport D_FULL, SetMachine, StringSlices, entry_walk
+from .dfa import slices_for
 from .lexicon cimport LEX_REJECT, LEX_SEP, CompiledLexicon, LexiconMasks
 from .lexicon import masks_for
 from .maskcache import cache_for
 from .trie cimport TokenTrie, TrieTables
-from .walk cimport IntVec, Levels, advance, levels_free, levels_reserve, push_config, walk
+from .walk cimport IntVec, Levels, advance, intvec_push_range, levels_free, levels_reserve, push_config, walk
 
 
 cdef class Matcher:
@@ -52,6 +56,12 @@ cdef class Matcher:
     cdef int32_t h_cap
     cdef int32_t n_words
     cdef object _eos
+    cdef SetMachine machine            # the grammar's lazy DFA (shared through the mask cache)
+    cdef StringSlices slices
+    cdef IntVec acc                    # scratch: tokens a slice walk accepts
+    cdef uint32_t* scratch             # scratch: a whole-trie walk's bitmask
+    cdef int32_t* w_set                # scratch: a walk's set per depth
+    cdef uint8_t* w_flag
 
     def __cinit__(self, CompiledGrammar grammar, vocab=None):
         if arena_init(&self.a, limits.MAX_CONFIGURATIONS) < 0:
@@ -69,7 +79,17 @@ cdef class Matcher:
                 self.lexmasks = masks_for(self.lex, vocab)
             else:
                 self.cache = cache_for(grammar, vocab)
+                if self.cache.machine is None:
+                    self.cache.machine = SetMachine(grammar)
+                self.machine = self.cache.machine
+                self.slices = slices_for(self.trie)
             self.n_words = (vocab.size + 31) // 32
+            if self.slices is not None:
+                self.scratch = <uint32_t*> malloc(self.n_words * sizeof(uint32_t))
+                self.w_set = <int32_t*> malloc((self.trie.tr.max_depth + 2) * sizeof(int32_t))
+                self.w_flag = <uint8_t*> malloc((self.trie.tr.max_depth + 2) * sizeof(uint8_t))
+                if self.scratch == NULL or self.w_set == NULL or self.w_flag == NULL:
+                    raise MemoryError("matcher scratch")
             self._eos = frozenset(vocab.eos_ids)
             if levels_reserve(&self.lv, self.trie.tr.max_depth) < 0:
                 raise MemoryError("matcher levels")
@@ -81,6 +101,10 @@ cdef class Matcher:
         arena_free(&self.a)
         levels_free(&self.lv)
         free(self.cd.data)
+        free(self.acc.data)
+        free(self.scratch)
+        free(self.w_set)
+        free(self.w_flag)
         free(self.h_off)
         free(self.h_len)
         free(self.h_frames)
@@ -324,8 +348,11 @@ cdef class Matcher:
 
     cdef int _fill_from(self, Config c, uint32_t* out) except -1:
         cdef const uint32_t[::1] bits
+        cdef const int32_t[::1] extra
         cdef const int32_t[::1] undecided
-        cdef int32_t i, w, tok, n_und, frames0 = self.a.n_frames, base = self.a.cfg_len, k
+        cdef const uint32_t* base = NULL
+        cdef int32_t i, w, tok, n_und, n_extra = 0, frames0 = self.a.n_frames, base_cfg = self.a.cfg_len, k, r
+        cdef bint has_bits = False
         cdef int flags = 0
         cdef const TrieTables* tr = &self.trie.tr
         cdef Config pos
@@ -337,37 +364,113 @@ cdef class Matcher:
         if entry is None:  # cache full: walk this position in full
             self._walk_into(c, False, self.g.t.ws_budget, out)
             return 0
-        bits = entry[0]
-        undecided = entry[1]
+        dense, r, acc, und = entry
+        if r > 0:
+            base = &self.slices.s.cum[<Py_ssize_t> r * self.slices.s.n_words]
+        if dense is not None:
+            bits = dense
+            has_bits = True
+        if acc is not None:
+            extra = acc
+            n_extra = extra.shape[0]
+        undecided = und
         n_und = undecided.shape[0]
         with nogil:
-            for w in range(self.n_words):
-                out[w] |= bits[w]
+            if base != NULL:
+                for w in range(self.n_words):
+                    out[w] |= base[w]
+            if has_bits:
+                for w in range(self.n_words):
+                    out[w] |= bits[w]
+            for i in range(n_extra):
+                tok = extra[i]
+                out[tok >> 5] |= (<uint32_t> 1) << (tok & 31)
             if n_und:
                 push_config(&self.a, c)
                 for i in range(n_und):
                     tok = undecided[i]
-                    self.a.cfg_len = base + 1
-                    k = advance(&self.g.t, &self.a, base, 1, &tr.tok_bytes[tr.bytes_off[tok]],
+                    self.a.cfg_len = base_cfg + 1
+                    k = advance(&self.g.t, &self.a, base_cfg, 1, &tr.tok_bytes[tr.bytes_off[tok]],
                                 tr.bytes_off[tok + 1] - tr.bytes_off[tok], &flags)
                     if k:
                         out[tok >> 5] |= (<uint32_t> 1) << (tok & 31)
                     self.a.n_frames = frames0
-                self.a.cfg_len = base
+                self.a.cfg_len = base_cfg
         if flags & F_OVERFLOW:
             raise LlamayError("input is too ambiguous for this grammar (limit MAX_CONFIGURATIONS)")
         return 0
 
     cdef object _build_entry(self, Config pos, key):
+        """Compute and cache the context-independent entry of a position: (bitmask, slice, extra tokens, undecided)."""
+        cdef int32_t ws_cap = pos.ws, start = -1, base = -1, depth = 0, f, i, parent
+        cdef int32_t rets[CTX_FRAMES + 1]
+        cdef int32_t counters[CTX_FRAMES + 1]
+        cdef int rc = 0
+        cdef bint ok = True
+        cdef SetMachine m = self.machine
+        cdef Config c0
+        pos.ws = 0
+        if self.g.t.ws_budget < 0:
+            ws_cap = 0  # the window is never consulted
+        self.cd.len = 0
+        self.acc.len = 0
+        # the position's frames (scratch frames on the arena, ending in CTX or BOTTOM), top first
+        f = pos.parent
+        while f >= 0 and depth <= CTX_FRAMES:
+            rets[depth] = self.a.frames[f].ret
+            counters[depth] = self.a.frames[f].counter
+            f = self.a.frames[f].parent
+            depth += 1
+        with nogil:
+            PyThread_acquire_lock(m.lock, WAIT_LOCK)
+            parent = f
+            for i in range(depth - 1, -1, -1):
+                parent = m.intern_frame(rets[i], counters[i], parent)
+                if parent < 0:
+                    ok = False
+                    break
+            if ok:
+                c0 = pos
+                c0.parent = parent
+                start = m.intern_set(&c0, 1, ws_cap)
+            if start >= 0:
+                memset(self.scratch, 0, self.n_words * sizeof(uint32_t))
+                rc = entry_walk(m, &self.trie.tr, &self.slices.s, start, self.scratch, &self.acc, &self.cd, &base,
+                                self.w_set, self.w_flag)
+            else:
+                rc = start if start < -1 else D_FULL
+            PyThread_release_lock(m.lock)
+        if rc == D_FULL:  # the machine is full: the plain walk
+            pos.ws = ws_cap
+            return self._build_entry_plain(pos, key)
+        if rc != 0:
+            raise LlamayError("input is too ambiguous for this grammar (limit MAX_CONFIGURATIONS)")
+        undecided = np.array(<int32_t[:self.cd.len]> self.cd.data if self.cd.len else [], np.int32)
+        size = undecided.nbytes + 64
+        if base >= 0:
+            acc = np.array(<int32_t[:self.acc.len]> self.acc.data if self.acc.len else [], np.int32)
+            entry = (None, base, acc, undecided)
+            size += acc.nbytes
+        else:
+            dense = np.empty(self.n_words, np.uint32)
+            memcpy(<uint32_t*> <size_t> dense.ctypes.data, self.scratch, self.n_words * sizeof(uint32_t))
+            entry = (dense, 0, None, undecided)
+            size += dense.nbytes
+        if not self.cache.put(key, entry, size):
+            return None
+        return entry
+
+    cdef object _build_entry_plain(self, Config pos, key):
         cdef int32_t ws_cap = pos.ws
         pos.ws = 0
         mask = np.zeros(self.n_words, np.uint32)
         self.cd.len = 0
         self._walk_into(pos, True, ws_cap, <uint32_t*> <size_t> mask.ctypes.data)
         undecided = np.array(<int32_t[:self.cd.len]> self.cd.data if self.cd.len else [], np.int32)
-        if not self.cache.put(key, mask, undecided):
+        entry = (mask, 0, None, undecided)
+        if not self.cache.put(key, entry, mask.nbytes + undecided.nbytes + 64):
             return None
-        return (mask, undecided)
+        return entry
 
     cdef int _walk_into(self, Config c, bint ci, int32_t ws_cap, uint32_t* out) except -1:
         cdef int flags

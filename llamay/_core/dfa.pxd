@@ -1,0 +1,81 @@
+# cython: language_level=3
+"""The first-visit fast path: a lazy DFA over configuration sets, and the vocabulary's string slices."""
+
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
+from cpython.pythread cimport PyThread_type_lock
+
+from .automaton cimport Arena, CompiledGrammar, Config, Tables
+from .trie cimport TokenTrie, TrieTables
+from .walk cimport IntVec
+
+cdef enum:
+    D_UNKNOWN = -1     # a row entry not computed yet
+    D_DEAD = -2        # no configuration survives the byte
+    D_DEAD_CTX = -3    # none survives, but a path popped into CTX or ran past the whitespace window
+    D_OVERFLOW = -4    # too many configurations (MAX_CONFIGURATIONS) or out of memory
+    D_FULL = -5        # the machine holds its maximum of sets: walk without it
+    SN_UNKNOWN = -1    # slice step of a set: not computed yet
+    SN_MIXED = -2      # some safe characters live and some die, or a path needs the context
+    SN_DEAD = -3       # every safe character dies, and no path needs the context
+    SN_FAIL = -4       # the machine failed (overflow or full): no slice
+    SN_MAX_TARGETS = 32  # distinct sets one safe character may lead to (more: SN_MIXED)
+    SLICE_LEVELS = 16  # characters the slice check looks ahead (longer tokens: the ``long`` trie)
+
+cdef class SetMachine:
+    cdef CompiledGrammar g
+    cdef const Tables* t
+    cdef Arena a                # a.frames[0:n_fr] are the interned frames; a.cfg is scratch
+    cdef int32_t n_fr
+    cdef int32_t* fh            # frame hash table: frame index + 1, 0 = empty
+    cdef int32_t fh_mask
+    cdef int32_t* remap
+    cdef int32_t remap_cap
+    cdef Config* pool           # the configurations of every set, set after set
+    cdef int64_t pool_len
+    cdef int64_t pool_cap
+    cdef int64_t* s_off
+    cdef int32_t* s_len
+    cdef int32_t* s_ws          # the whitespace window the set's walk runs under
+    cdef int32_t n_sets
+    cdef int32_t s_cap
+    cdef int32_t* sh            # set hash table: set id + 1, 0 = empty
+    cdef int32_t sh_mask
+    cdef int32_t* rows          # rows[s * 256 + byte]: 2 * target + (needs the context), or a D_* code
+    cdef int32_t* sn_cnt        # slice step per set: how many sets a safe character leads to, or an SN_* code
+    cdef int64_t* sn_off        # ... listed at sn_pool[sn_off[s]:]
+    cdef int32_t* sn_pool
+    cdef int64_t sn_len
+    cdef int64_t sn_cap
+    cdef int32_t max_sets
+    cdef PyThread_type_lock lock
+    cdef readonly int64_t computed   # transitions computed so far (each one a ``step``)
+    cdef readonly int64_t visited    # trie nodes walked so far
+
+    cdef int32_t intern_frame(self, int32_t ret, int32_t counter, int32_t parent) noexcept nogil
+    cdef int32_t intern_set(self, Config* cfg, int32_t n, int32_t ws_cap) noexcept nogil
+    cdef int32_t compute(self, int32_t s, uint8_t byte) noexcept nogil
+    cdef int32_t slice_step(self, int32_t s) noexcept nogil
+
+
+ctypedef struct SliceTables:
+    int32_t kmax               # most characters before the first unsafe byte, over all tokens
+    int32_t levels             # min(SLICE_LEVELS, kmax)
+    int32_t n_words
+    const uint32_t* cum        # cum[r * n_words:]: tokens of 1..r safe characters and nothing else
+    const TrieTables* rest     # tokens with an unsafe byte after k safe characters: bytes([k]) + the rest
+    const int32_t* group_node  # per k: the node of byte k at depth 1 of ``rest`` (-1: none)
+    const TrieTables* long     # tokens past ``levels`` safe characters: their bytes after those
+    const TrieTables* other    # every token but the slice tokens of at most ``levels`` characters
+
+cdef class StringSlices:
+    cdef SliceTables s
+    cdef TokenTrie rest_trie
+    cdef TokenTrie long_trie
+    cdef TokenTrie other_trie
+    cdef dict _arrays
+
+
+cdef int mwalk(SetMachine m, const TrieTables* tr, int32_t first, int32_t last, int32_t depth_off, int32_t start,
+               uint32_t* out, IntVec* acc, IntVec* cd, int32_t* st, uint8_t* fl) noexcept nogil
+cdef int entry_walk(SetMachine m, const TrieTables* tr, const SliceTables* sl, int32_t start, uint32_t* dense,
+                    IntVec* acc, IntVec* cd, int32_t* base, int32_t* st, uint8_t* fl) noexcept nogil

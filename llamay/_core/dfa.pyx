@@ -1,0 +1,739 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""The first-visit fast path: a lazy DFA over configuration sets, and string slices of the vocabulary.
+
+Theory of operation. A context-independent walk (``walk.walk``) steps a set of configurations
+through each trie node's byte: tens of nanoseconds per node, milliseconds per vocabulary. Yet
+the sets such walks meet repeat endlessly (inside a string every character leads back to the
+same set). ``SetMachine`` interns each set (its configurations sorted, their frames interned
+too, so equal sets get one id) and gives it a row of 256 entries, filled on demand: the
+target set's id (times two, plus the flag "a path popped into CTX or ran past the whitespace
+window") or "dead". A row entry is computed with one ``step`` for the whole piece of bytes
+that the set's edges treat alike (``[a-z]`` is one step, not 26). A walk is then one load
+per trie node. The machine belongs to one grammar (through its mask cache) and is shared by
+its matchers under a lock; it stops growing at ``MAX_SETS`` sets, and walks fall back.
+
+Slices (llguidance's idea, our code). Inside a JSON string nearly every token is allowed,
+so even a one-load walk of 270k nodes is too slow. ``StringSlices`` splits a vocabulary once:
+a token made only of *safe characters* (complete UTF-8 characters other than ``"``, ``\\``
+and C0 controls) is in slice ``n``, its number of characters; any other token has ``k``
+safe characters and then a *rest* (bytes that start with an unsafe byte). ``cum[r]`` is the
+mask of slice tokens of at most ``r`` characters; the rests sit in a small trie keyed by
+``k``. ``SetMachine.slice_next(s)`` checks, by stepping every safe character from set ``s``,
+whether they all live and lead to one set (then that set), all die (``SN_DEAD``), or
+neither (``SN_MIXED``). Following it from a walk's start set gives a chain ``P0, P1, ...``:
+when it never turns mixed, up to ``r`` characters live and more die, so the mask is
+``cum[r]`` plus the rests of group ``k <= r`` walked from ``Pk``: a few thousand nodes at
+most instead of the whole trie. Otherwise the whole trie is walked with the machine.
+"""
+
+from cpython.pythread cimport (WAIT_LOCK, PyThread_acquire_lock, PyThread_allocate_lock, PyThread_free_lock,
+                               PyThread_release_lock)
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdlib cimport calloc, free, malloc, realloc
+from libc.string cimport memcmp, memcpy, memset
+
+import numpy as np
+
+from .automaton cimport (F_NEED_CTX, F_OVERFLOW, Arena, CompiledGrammar, Config, Frame, Tables, arena_free,
+                         arena_init, step)
+from .trie cimport TokenTrie, TrieTables
+from .walk cimport IntVec, intvec_push_range
+
+from .. import limits
+
+#: Sets one machine may hold (each costs a 1 KiB row): past it, first visits walk the old way.
+MAX_SETS = 1 << 16
+
+
+cdef inline uint32_t _mix(uint32_t h, uint32_t x) noexcept nogil:
+    h ^= x
+    h *= 0x9E3779B1u
+    return (h << 15) | (h >> 17)
+
+
+cdef inline bint _less(Config* x, Config* y) noexcept nogil:
+    if x.state != y.state:
+        return x.state < y.state
+    if x.counter != y.counter:
+        return x.counter < y.counter
+    if x.parent != y.parent:
+        return x.parent < y.parent
+    return x.ws < y.ws
+
+
+cdef class SetMachine:
+    """The lazily built DFA of one grammar's context-independent walks (see the module doc)."""
+
+    def __cinit__(self, CompiledGrammar grammar):
+        self.g = grammar
+        self.t = &grammar.t
+        if arena_init(&self.a, limits.MAX_CONFIGURATIONS) < 0:
+            raise MemoryError("set machine arena")
+        self.fh_mask = 255
+        self.fh = <int32_t*> calloc(self.fh_mask + 1, sizeof(int32_t))
+        self.sh_mask = 255
+        self.sh = <int32_t*> calloc(self.sh_mask + 1, sizeof(int32_t))
+        self.pool_cap = 256
+        self.pool = <Config*> malloc(self.pool_cap * sizeof(Config))
+        self.s_cap = 64
+        self.s_off = <int64_t*> malloc(self.s_cap * sizeof(int64_t))
+        self.s_len = <int32_t*> malloc(self.s_cap * sizeof(int32_t))
+        self.s_ws = <int32_t*> malloc(self.s_cap * sizeof(int32_t))
+        self.sn_cnt = <int32_t*> malloc(self.s_cap * sizeof(int32_t))
+        self.sn_off = <int64_t*> malloc(self.s_cap * sizeof(int64_t))
+        self.sn_cap = 256
+        self.sn_pool = <int32_t*> malloc(self.sn_cap * sizeof(int32_t))
+        self.rows = <int32_t*> malloc(self.s_cap * 256 * sizeof(int32_t))
+        self.remap_cap = 64
+        self.remap = <int32_t*> malloc(self.remap_cap * sizeof(int32_t))
+        self.max_sets = MAX_SETS
+        self.lock = PyThread_allocate_lock()
+        if (self.fh == NULL or self.sh == NULL or self.pool == NULL or self.s_off == NULL or self.s_len == NULL
+                or self.s_ws == NULL or self.sn_cnt == NULL or self.sn_off == NULL or self.sn_pool == NULL
+                or self.rows == NULL or self.remap == NULL
+                or self.lock == NULL):
+            raise MemoryError("set machine")
+
+    def __dealloc__(self):
+        arena_free(&self.a)
+        free(self.fh)
+        free(self.sh)
+        free(self.pool)
+        free(self.s_off)
+        free(self.s_len)
+        free(self.s_ws)
+        free(self.sn_cnt)
+        free(self.sn_off)
+        free(self.sn_pool)
+        free(self.rows)
+        free(self.remap)
+        if self.lock != NULL:
+            PyThread_free_lock(self.lock)
+
+    @property
+    def n_sets(self):
+        return self.n_sets
+
+    @property
+    def nbytes(self):
+        return self.s_cap * (256 * 4 + 20) + self.pool_cap * sizeof(Config) + (self.sh_mask + self.fh_mask + 2) * 4
+
+    # -- interning --------------------------------------------------------------------------
+    cdef int32_t intern_frame(self, int32_t ret, int32_t counter, int32_t parent) noexcept nogil:
+        """The interned frame (ret, counter, parent); appended at ``a.frames[n_fr]`` when new. -1: out of memory."""
+        cdef uint32_t h = _mix(_mix(_mix(0x811C9DC5u, <uint32_t> ret), <uint32_t> counter), <uint32_t> parent)
+        cdef uint32_t j = h & <uint32_t> self.fh_mask
+        cdef int32_t f, i, cap
+        cdef int32_t* table
+        cdef void* p
+        while self.fh[j]:
+            f = self.fh[j] - 1
+            if self.a.frames[f].ret == ret and self.a.frames[f].counter == counter and self.a.frames[f].parent == parent:
+                return f
+            j = (j + 1) & <uint32_t> self.fh_mask
+        f = self.n_fr
+        if f >= self.a.frames_cap:
+            cap = self.a.frames_cap * 2
+            p = realloc(self.a.frames, cap * sizeof(Frame))
+            if p == NULL:
+                return -1
+            self.a.frames = <Frame*> p
+            self.a.frames_cap = cap
+        self.a.frames[f].ret = ret
+        self.a.frames[f].counter = counter
+        self.a.frames[f].parent = parent
+        self.fh[j] = f + 1
+        self.n_fr = f + 1
+        if self.n_fr * 2 > self.fh_mask:
+            cap = (self.fh_mask + 1) * 2
+            table = <int32_t*> calloc(cap, sizeof(int32_t))
+            if table == NULL:
+                return -1
+            for i in range(self.n_fr):
+                h = _mix(_mix(_mix(0x811C9DC5u, <uint32_t> self.a.frames[i].ret), <uint32_t> self.a.frames[i].counter),
+                         <uint32_t> self.a.frames[i].parent)
+                j = h & <uint32_t> (cap - 1)
+                while table[j]:
+                    j = (j + 1) & <uint32_t> (cap - 1)
+                table[j] = i + 1
+            free(self.fh)
+            self.fh = table
+            self.fh_mask = cap - 1
+        return f
+
+    cdef int32_t intern_set(self, Config* cfg, int32_t n, int32_t ws_cap) noexcept nogil:
+        """The id of the set ``cfg[0:n]`` (sorted here in place); D_FULL or D_OVERFLOW when it cannot be added."""
+        cdef int32_t i, k, s, cap
+        cdef Config x
+        cdef uint32_t h = _mix(0x811C9DC5u, <uint32_t> ws_cap), j
+        cdef int32_t* table
+        cdef void* p
+        cdef int64_t pcap
+        for i in range(1, n):  # insertion sort: sets are small
+            x = cfg[i]
+            k = i - 1
+            while k >= 0 and _less(&x, &cfg[k]):
+                cfg[k + 1] = cfg[k]
+                k -= 1
+            cfg[k + 1] = x
+        for i in range(n):
+            h = _mix(_mix(_mix(_mix(h, <uint32_t> cfg[i].state), <uint32_t> cfg[i].counter), <uint32_t> cfg[i].parent),
+                     <uint32_t> cfg[i].ws)
+        j = h & <uint32_t> self.sh_mask
+        while self.sh[j]:
+            s = self.sh[j] - 1
+            if (self.s_len[s] == n and self.s_ws[s] == ws_cap
+                    and memcmp(&self.pool[self.s_off[s]], cfg, n * sizeof(Config)) == 0):
+                return s
+            j = (j + 1) & <uint32_t> self.sh_mask
+        s = self.n_sets
+        if s >= self.max_sets:
+            return D_FULL
+        if s >= self.s_cap:
+            cap = self.s_cap * 2
+            p = realloc(self.s_off, cap * sizeof(int64_t))
+            if p == NULL:
+                return D_OVERFLOW
+            self.s_off = <int64_t*> p
+            p = realloc(self.s_len, cap * sizeof(int32_t))
+            if p == NULL:
+                return D_OVERFLOW
+            self.s_len = <int32_t*> p
+            p = realloc(self.s_ws, cap * sizeof(int32_t))
+            if p == NULL:
+                return D_OVERFLOW
+            self.s_ws = <int32_t*> p
+            p = realloc(self.sn_cnt, cap * sizeof(int32_t))
+            if p == NULL:
+                return D_OVERFLOW
+            self.sn_cnt = <int32_t*> p
+            p = realloc(self.sn_off, cap * sizeof(int64_t))
+            if p == NULL:
+                return D_OVERFLOW
+            self.sn_off = <int64_t*> p
+            p = realloc(self.rows, <size_t> cap * 256 * sizeof(int32_t))
+            if p == NULL:
+                return D_OVERFLOW
+            self.rows = <int32_t*> p
+            self.s_cap = cap
+        if self.pool_len + n > self.pool_cap:
+            pcap = self.pool_cap * 2
+            while pcap < self.pool_len + n:
+                pcap *= 2
+            p = realloc(self.pool, pcap * sizeof(Config))
+            if p == NULL:
+                return D_OVERFLOW
+            self.pool = <Config*> p
+            self.pool_cap = pcap
+        memcpy(&self.pool[self.pool_len], cfg, n * sizeof(Config))
+        self.s_off[s] = self.pool_len
+        self.s_len[s] = n
+        self.s_ws[s] = ws_cap
+        self.sn_cnt[s] = SN_UNKNOWN
+        memset(&self.rows[<int64_t> s * 256], 0xFF, 256 * sizeof(int32_t))  # D_UNKNOWN
+        self.pool_len += n
+        self.sh[j] = s + 1
+        self.n_sets = s + 1
+        if self.n_sets * 2 > self.sh_mask:
+            cap = (self.sh_mask + 1) * 2
+            table = <int32_t*> calloc(cap, sizeof(int32_t))
+            if table == NULL:
+                return D_OVERFLOW
+            for s in range(self.n_sets):
+                h = _mix(0x811C9DC5u, <uint32_t> self.s_ws[s])
+                for i in range(self.s_len[s]):
+                    x = self.pool[self.s_off[s] + i]
+                    h = _mix(_mix(_mix(_mix(h, <uint32_t> x.state), <uint32_t> x.counter), <uint32_t> x.parent),
+                             <uint32_t> x.ws)
+                j = h & <uint32_t> (cap - 1)
+                while table[j]:
+                    j = (j + 1) & <uint32_t> (cap - 1)
+                table[j] = s + 1
+            free(self.sh)
+            self.sh = table
+            self.sh_mask = cap - 1
+            s = self.n_sets - 1
+        return s
+
+    def _intern_chain(self, int32_t state, int32_t counter, int32_t ws_cap, list frames, bint bottom):
+        """Intern a start configuration (Python side, for tests): ``frames`` is [(ret, counter), ...] top first."""
+        cdef Config c
+        cdef int32_t parent = -1 if bottom else -2, i, s
+        for i in range(len(frames) - 1, -1, -1):
+            parent = self.intern_frame(frames[i][0], frames[i][1], parent)
+            if parent < 0:
+                raise MemoryError("set machine frames")
+        c.state, c.counter, c.parent, c.ws = state, counter, parent, 0
+        s = self.intern_set(&c, 1, ws_cap)
+        if s < 0:
+            return None
+        return s
+
+    # -- transitions ------------------------------------------------------------------------
+    cdef int32_t compute(self, int32_t s, uint8_t byte) noexcept nogil:
+        """Fill the row entries of set ``s`` for the piece of bytes around ``byte``; returns the entry."""
+        cdef const Tables* t = self.t
+        cdef int64_t off = self.s_off[s]
+        cdef int32_t n = self.s_len[s], i, e, st, lo = 0, hi = 255, k, w, f, par, old_fr, nnew, r, cap
+        cdef int flags = 0
+        cdef Arena* a = &self.a
+        cdef void* p
+        for i in range(n):
+            st = self.pool[off + i].state
+            if st < 0:
+                continue
+            for e in range(t.b_start[st], t.b_start[st + 1]):
+                if t.b_lo[e] > byte:
+                    if t.b_lo[e] - 1 < hi:
+                        hi = t.b_lo[e] - 1
+                elif t.b_hi[e] < byte:
+                    if t.b_hi[e] + 1 > lo:
+                        lo = t.b_hi[e] + 1
+                else:
+                    if t.b_lo[e] > lo:
+                        lo = t.b_lo[e]
+                    if t.b_hi[e] < hi:
+                        hi = t.b_hi[e]
+        if n > a.cfg_cap:
+            cap = a.cfg_cap
+            while cap < n:
+                cap *= 2
+            p = realloc(a.cfg, cap * sizeof(Config))
+            if p == NULL:
+                return D_OVERFLOW
+            a.cfg = <Config*> p
+            a.cfg_cap = cap
+        memcpy(a.cfg, &self.pool[off], n * sizeof(Config))
+        a.cfg_len = n
+        old_fr = self.n_fr
+        a.n_frames = old_fr
+        k = step(t, a, 0, n, byte, True, self.s_ws[s], &flags)
+        self.computed += 1
+        if flags & F_OVERFLOW:
+            a.n_frames = old_fr
+            return D_OVERFLOW
+        if k == 0:
+            r = D_DEAD_CTX if flags & F_NEED_CTX else D_DEAD
+        else:
+            # intern the frames the step created (a frame's parent precedes it), then the set
+            nnew = a.n_frames - old_fr
+            if nnew > self.remap_cap:
+                p = realloc(self.remap, nnew * 2 * sizeof(int32_t))
+                if p == NULL:
+                    a.n_frames = old_fr
+                    return D_OVERFLOW
+                self.remap = <int32_t*> p
+                self.remap_cap = nnew * 2
+            for i in range(nnew):
+                f = old_fr + i
+                par = a.frames[f].parent
+                if par >= old_fr:
+                    par = self.remap[par - old_fr]
+                # interning may append at n_fr <= f, over a frame already read
+                w = self.intern_frame(a.frames[f].ret, a.frames[f].counter, par)
+                if w < 0:
+                    a.n_frames = self.n_fr
+                    return D_OVERFLOW
+                self.remap[i] = w
+            a.n_frames = self.n_fr
+            for i in range(n, n + k):
+                if a.cfg[i].parent >= old_fr:
+                    a.cfg[i].parent = self.remap[a.cfg[i].parent - old_fr]
+            w = self.intern_set(&a.cfg[n], k, self.s_ws[s])
+            if w < 0:
+                return w
+            r = 2 * w + (1 if flags & F_NEED_CTX else 0)
+        for i in range(lo, hi + 1):
+            self.rows[<int64_t> s * 256 + i] = r
+        return r
+
+    cdef int32_t slice_step(self, int32_t s) noexcept nogil:
+        """Where one safe character leads from ``s``.
+
+        Returns how many distinct sets (listed at ``sn_pool[sn_off[s]:]``) when every safe
+        character lives; SN_DEAD when every one dies; SN_MIXED when some live and some die,
+        a path needs the context, or they part into over SN_MAX_TARGETS sets; SN_FAIL.
+        """
+        cdef int32_t r = self.sn_cnt[s]
+        if r != SN_UNKNOWN:
+            return r
+        # pairs (UTF-8 state, set) to expand; UTF-8 state 0 is a character boundary
+        cdef int32_t pu[64]
+        cdef int32_t ps[64]
+        cdef int32_t tg[SN_MAX_TARGETS]
+        cdef int32_t n_pairs = 1, done = 0, u, cur, q, lo, hi, b, e, tgt, nu, j, n_tg = 0, prev
+        cdef bint any_dead = False
+        cdef void* p
+        cdef int64_t cap
+        pu[0] = 0
+        ps[0] = s
+        while done < n_pairs:
+            u = pu[done]
+            cur = ps[done]
+            done += 1
+            for q in range(_U_START[u], _U_START[u + 1]):
+                lo = _U_LO[q]
+                hi = _U_HI[q]
+                nu = _U_NEXT[q]
+                prev = D_UNKNOWN
+                for b in range(lo, hi + 1):
+                    e = self.rows[<int64_t> cur * 256 + b]
+                    if e == D_UNKNOWN:
+                        e = self.compute(cur, <uint8_t> b)
+                    if e == prev:
+                        continue
+                    prev = e
+                    if e == D_OVERFLOW or e == D_FULL:
+                        return SN_FAIL
+                    if e == D_DEAD_CTX or (e >= 0 and e & 1):
+                        self.sn_cnt[s] = SN_MIXED
+                        return SN_MIXED
+                    if e == D_DEAD:
+                        any_dead = True
+                        continue
+                    tgt = e >> 1
+                    if nu == 0:
+                        for j in range(n_tg):
+                            if tg[j] == tgt:
+                                break
+                        else:
+                            if n_tg >= SN_MAX_TARGETS:
+                                self.sn_cnt[s] = SN_MIXED
+                                return SN_MIXED
+                            tg[n_tg] = tgt
+                            n_tg += 1
+                    else:
+                        for j in range(n_pairs):
+                            if pu[j] == nu and ps[j] == tgt:
+                                break
+                        else:
+                            if n_pairs >= 64:
+                                self.sn_cnt[s] = SN_MIXED
+                                return SN_MIXED
+                            pu[n_pairs] = nu
+                            ps[n_pairs] = tgt
+                            n_pairs += 1
+        if n_tg == 0:
+            r = SN_DEAD
+        elif any_dead:
+            r = SN_MIXED
+        else:
+            if self.sn_len + n_tg > self.sn_cap:
+                cap = self.sn_cap * 2
+                while cap < self.sn_len + n_tg:
+                    cap *= 2
+                p = realloc(self.sn_pool, cap * sizeof(int32_t))
+                if p == NULL:
+                    return SN_FAIL
+                self.sn_pool = <int32_t*> p
+                self.sn_cap = cap
+            for j in range(1, n_tg):  # sorted, so that equal lists compare equal
+                tgt = tg[j]
+                q = j - 1
+                while q >= 0 and tg[q] > tgt:
+                    tg[q + 1] = tg[q]
+                    q -= 1
+                tg[q + 1] = tgt
+            memcpy(&self.sn_pool[self.sn_len], tg, n_tg * sizeof(int32_t))
+            self.sn_off[s] = self.sn_len
+            self.sn_len += n_tg
+            r = n_tg
+        self.sn_cnt[s] = r
+        return r
+
+
+# The safe characters as a byte automaton: state 0 is a character boundary; edges (lo, hi, next),
+# next 0 completing a character. Well-formed UTF-8 only (no overlong forms, surrogates or > U+10FFFF).
+cdef int32_t[9] _U_START = [0, 11, 12, 13, 14, 15, 16, 17, 18]
+cdef int32_t[18] _U_LO = [0x20, 0x23, 0x5D, 0xC2, 0xE0, 0xE1, 0xED, 0xEE, 0xF0, 0xF1, 0xF4,
+                          0x80, 0x80, 0xA0, 0x80, 0x80, 0x90, 0x80]
+cdef int32_t[18] _U_HI = [0x21, 0x5B, 0x7F, 0xDF, 0xE0, 0xEC, 0xED, 0xEF, 0xF0, 0xF3, 0xF4,
+                          0xBF, 0xBF, 0xBF, 0x9F, 0xBF, 0xBF, 0x8F]
+cdef int32_t[18] _U_NEXT = [0, 0, 0, 1, 3, 2, 4, 2, 6, 5, 7,
+                            0, 1, 1, 1, 2, 2, 2]
+
+
+cdef int32_t _safe_prefix(const uint8_t* b, int32_t n, int32_t* chars, int32_t limit) noexcept nogil:
+    """How many bytes of ``b[0:n]`` are whole safe characters, up to ``limit`` of them (their count in ``chars``)."""
+    cdef int32_t i = 0, k = 0, u, q, j, step_u
+    cdef uint8_t x
+    while i < n and k < limit:
+        u = 0
+        j = i
+        while True:
+            x = b[j]
+            step_u = -1
+            for q in range(_U_START[u], _U_START[u + 1]):
+                if _U_LO[q] <= x <= _U_HI[q]:
+                    step_u = _U_NEXT[q]
+                    break
+            if step_u < 0:
+                chars[0] = k
+                return i
+            j += 1
+            if step_u == 0:
+                break
+            if j >= n:
+                chars[0] = k
+                return i
+            u = step_u
+        i = j
+        k += 1
+    chars[0] = k
+    return i
+
+
+# -- walks ------------------------------------------------------------------------------------
+
+cdef int mwalk(SetMachine m, const TrieTables* tr, int32_t first, int32_t last, int32_t depth_off, int32_t start,
+               uint32_t* out, IntVec* acc, IntVec* cd, int32_t* st, uint8_t* fl) noexcept nogil:
+    """Walk trie nodes ``first:last`` (depths less ``depth_off`` start at 1) from set ``start``.
+
+    Accepted tokens go to the bitmask ``out``, or (``out`` NULL) to the list ``acc``; tokens
+    under a dead node that some path left for the context go to ``cd``. Returns 0, or
+    D_OVERFLOW / D_FULL.
+    """
+    cdef const uint8_t* nbyte = tr.node_byte
+    cdef const int32_t* ndepth = tr.node_depth
+    cdef const int32_t* nsize = tr.node_size
+    cdef const int32_t* ntok = tr.node_tok
+    cdef const int32_t* tids = tr.tok_ids
+    cdef int32_t i = first, d, e, j, tok, lo, hi
+    cdef int64_t n_visited = 0
+    st[0] = start
+    fl[0] = 0
+    while i < last:
+        n_visited += 1
+        d = ndepth[i] - depth_off
+        e = m.rows[(<int64_t> st[d - 1] << 8) + nbyte[i]]
+        if e == D_UNKNOWN:
+            e = m.compute(st[d - 1], nbyte[i])
+        if e < 0:
+            if e <= D_OVERFLOW:
+                m.visited += n_visited
+                return e
+            if cd != NULL and (fl[d - 1] or e == D_DEAD_CTX):
+                lo = ntok[i]
+                hi = ntok[i + nsize[i]]
+                if intvec_push_range(cd, &tids[lo], hi - lo) < 0:
+                    m.visited += n_visited
+                    return D_OVERFLOW
+            i += nsize[i]
+            continue
+        st[d] = e >> 1
+        fl[d] = fl[d - 1] | (e & 1)
+        lo = ntok[i]
+        hi = ntok[i + 1]
+        if lo < hi:
+            if out != NULL:
+                for j in range(lo, hi):
+                    tok = tids[j]
+                    out[tok >> 5] |= (<uint32_t> 1) << (tok & 31)
+            elif intvec_push_range(acc, &tids[lo], hi - lo) < 0:
+                m.visited += n_visited
+                return D_OVERFLOW
+        i += 1
+    m.visited += n_visited
+    return 0
+
+
+cdef int entry_walk(SetMachine m, const TrieTables* tr, const SliceTables* sl, int32_t start, uint32_t* dense,
+                    IntVec* acc, IntVec* cd, int32_t* base, int32_t* st, uint8_t* fl) noexcept nogil:
+    """A position's context-independent mask, from its start set.
+
+    With slices (``base`` >= 0 on return) the mask is ``cum[base]`` plus the tokens in ``acc``;
+    without, the tokens are set in ``dense``. Undecided tokens go to ``cd`` either way.
+    Returns 0, or D_OVERFLOW / D_FULL.
+
+    The slice check follows the sets after 1, 2, ... safe characters (``level``) up to
+    ``sl.levels``: it gives up (whole-trie walk) as soon as a level mixes living and dying
+    characters; it stops when all die (``r`` characters live) or the level repeats (any number
+    live). When every level is one set ``chain[k]``, tokens with an unsafe byte after ``k``
+    safe characters are walked from ``chain[k]`` by their rest alone; otherwise by their whole
+    bytes (the ``other`` trie).
+    """
+    cdef int32_t chain[SLICE_LEVELS + 1]
+    cdef int32_t lev_a[SN_MAX_TARGETS]
+    cdef int32_t lev_b[SN_MAX_TARGETS]
+    cdef int32_t* cur = lev_a
+    cdef int32_t* nxt = lev_b
+    cdef int32_t* tmp
+    cdef int32_t n_cur = 1, n_nxt, k, j, i, c, x, g, rc, r = -1, fixed = -1, levels
+    cdef bint single = True, mixed = False, capped = True, dead, alive
+    cdef const TrieTables* rest
+    base[0] = -1
+    if sl == NULL:
+        return mwalk(m, tr, 0, tr.n_nodes, 0, start, dense, NULL, cd, st, fl)
+    levels = sl.levels
+    chain[0] = start
+    cur[0] = start
+    for k in range(1, levels + 1):
+        n_nxt = 0
+        dead = False
+        alive = False
+        for i in range(n_cur):
+            c = m.slice_step(cur[i])
+            if c == SN_DEAD:
+                dead = True
+                continue
+            if c < 0:  # mixed or failed
+                mixed = True
+                break
+            alive = True
+            for j in range(c):
+                x = m.sn_pool[m.sn_off[cur[i]] + j]
+                for g in range(n_nxt):
+                    if nxt[g] == x:
+                        break
+                else:
+                    if n_nxt >= SN_MAX_TARGETS:
+                        mixed = True
+                        break
+                    nxt[n_nxt] = x
+                    n_nxt += 1
+            if mixed:
+                break
+        if mixed or (dead and alive):
+            mixed = True
+            capped = False
+            break
+        if dead:
+            r = k - 1
+            capped = False
+            break
+        # a level that repeats the last one repeats forever
+        if n_nxt == n_cur:
+            for i in range(n_nxt):
+                for g in range(n_cur):
+                    if cur[g] == nxt[i]:
+                        break
+                else:
+                    break
+            else:
+                fixed = k
+                capped = False
+                break
+        if n_nxt > 1:
+            single = False
+        chain[k] = nxt[0]
+        tmp = cur
+        cur = nxt
+        nxt = tmp
+        n_cur = n_nxt
+    if mixed:
+        return mwalk(m, tr, 0, tr.n_nodes, 0, start, dense, NULL, cd, st, fl)
+    if not single:
+        # r characters live (all of them when the levels repeat or run out): the rest by whole bytes
+        base[0] = r if r >= 0 else levels
+        return mwalk(m, sl.other, 0, sl.other.n_nodes, 0, start, NULL, acc, cd, st, fl)
+    rest = sl.rest
+    if r >= 0:
+        base[0] = r
+    elif fixed >= 0:
+        base[0] = sl.kmax
+        r = sl.kmax
+        for k in range(fixed, sl.kmax + 1):
+            if k <= levels:
+                chain[k] = chain[fixed - 1]
+    else:
+        base[0] = levels
+        r = levels - 1
+    for k in range(r + 1):
+        g = sl.group_node[k]
+        if g >= 0:
+            rc = mwalk(m, rest, g + 1, g + rest.node_size[g], 1, chain[k if k <= levels else levels], NULL, acc, cd,
+                       st, fl)
+            if rc:
+                return rc
+    if capped:  # ran out of levels: the tokens past them, by their bytes past them
+        return mwalk(m, sl.long, 0, sl.long.n_nodes, 0, chain[levels], NULL, acc, cd, st, fl)
+    return 0
+
+
+# -- the vocabulary's string slices -----------------------------------------------------------
+
+def _subtrie(keys: list, ids: list) -> TokenTrie:
+    """A trie of ``keys`` whose token ids are ``ids`` (not the keys' positions)."""
+    cdef TokenTrie t = TokenTrie(keys, len(keys), ())
+    if ids:
+        tok_ids = t._arrays["tok_ids"]
+        tok_ids[:] = np.asarray(ids, np.int32)[tok_ids]
+    return t
+
+
+cdef class StringSlices:
+    """Per vocabulary: tokens of safe characters only, by length, and tries of the others (see the module doc)."""
+
+    def __init__(self, TokenTrie trie):
+        cdef const TrieTables* tr = &trie.tr
+        cdef int32_t n_tok = tr.n_tokens, i, nb, used, chars, kmax = 0, n_words = (trie.size + 31) // 32, levels
+        cdef int32_t[::1] kind = np.full(max(n_tok, 1), -1, np.int32)   # chars of a slice token, -1: none
+        cdef int32_t[::1] rest_k = np.full(max(n_tok, 1), -1, np.int32)  # safe chars before a rest
+        cdef int32_t[::1] rest_at = np.zeros(max(n_tok, 1), np.int32)
+        for i in range(n_tok):
+            nb = tr.bytes_off[i + 1] - tr.bytes_off[i]
+            if nb == 0:
+                continue
+            used = _safe_prefix(&tr.tok_bytes[tr.bytes_off[i]], nb, &chars, nb)
+            if used == nb:
+                kind[i] = chars
+            else:
+                rest_k[i] = chars
+                rest_at[i] = used
+            if chars > kmax:
+                kmax = chars
+        levels = min(SLICE_LEVELS, kmax)
+        kinds = np.asarray(kind)[:n_tok]
+        rest_ks = np.asarray(rest_k)[:n_tok]
+        cum = np.zeros((kmax + 1, n_words), np.uint32)
+        cdef uint32_t[:, ::1] cv = cum
+        for i in range(n_tok):
+            if kind[i] > 0:
+                cv[kind[i], i >> 5] |= (<uint32_t> 1) << (i & 31)
+        for i in range(1, kmax + 1):
+            cum[i] |= cum[i - 1]
+        tok_bytes = trie._arrays["tok_bytes"].tobytes()
+        offs = trie._arrays["bytes_off"]
+        ids = np.flatnonzero(rest_ks >= 0).tolist()
+        self.rest_trie = _subtrie([bytes([rest_k[i]]) + tok_bytes[offs[i] + rest_at[i] : offs[i + 1]] for i in ids], ids)
+        long_ids = np.flatnonzero((rest_ks >= levels) | (kinds > levels)).tolist()
+        long_keys = []
+        for i in long_ids:
+            used = _safe_prefix(&tr.tok_bytes[tr.bytes_off[i]], tr.bytes_off[i + 1] - tr.bytes_off[i], &chars, levels)
+            long_keys.append(tok_bytes[offs[i] + used : offs[i + 1]])
+        self.long_trie = _subtrie(long_keys, long_ids)
+        other_ids = np.flatnonzero((rest_ks >= 0) | (kinds > levels)).tolist()
+        self.other_trie = _subtrie([tok_bytes[offs[i] : offs[i + 1]] for i in other_ids], other_ids)
+        group = np.full(kmax + 1, -1, np.int32)
+        rt = &self.rest_trie.tr
+        for i in range(rt.n_nodes):
+            if rt.node_depth[i] == 1 and rt.node_byte[i] <= kmax:
+                group[rt.node_byte[i]] = i
+        self._arrays = {"cum": cum, "group": group, "kinds": kinds}
+        self.s.kmax = kmax
+        self.s.levels = levels
+        self.s.n_words = n_words
+        self.s.cum = <const uint32_t*> <size_t> cum.ctypes.data
+        self.s.rest = &self.rest_trie.tr
+        self.s.group_node = <const int32_t*> <size_t> group.ctypes.data
+        self.s.long = &self.long_trie.tr
+        self.s.other = &self.other_trie.tr
+
+    @property
+    def kmax(self):
+        return self.s.kmax
+
+    @property
+    def levels(self):
+        return self.s.levels
+
+    def arrays(self):
+        return dict(self._arrays)
+
+
+def slices_for(TokenTrie trie) -> StringSlices:
+    """The vocabulary's slices, built once (about 50 ms for 128k tokens) and kept on the trie."""
+    got = trie.slices
+    if got is None:
+        got = trie.slices = StringSlices(trie)
+    return got
