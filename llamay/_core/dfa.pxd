@@ -50,6 +50,7 @@ cdef class SetMachine:
     cdef PyThread_type_lock lock
     cdef readonly int64_t computed   # transitions computed so far (each one a ``step``)
     cdef readonly int64_t visited    # trie nodes walked so far
+    cdef readonly int64_t checked    # transitions computed by slice checks (part of ``computed``)
 
     cdef int32_t intern_frame(self, int32_t ret, int32_t counter, int32_t parent) noexcept nogil
     cdef int32_t intern_set(self, Config* cfg, int32_t n, int32_t ws_cap) noexcept nogil

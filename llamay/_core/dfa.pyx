@@ -529,6 +529,9 @@ cdef int mwalk(SetMachine m, const TrieTables* tr, int32_t first, int32_t last, 
                 for j in range(lo, hi):
                     tok = tids[j]
                     out[tok >> 5] |= (<uint32_t> 1) << (tok & 31)
+            elif hi - lo == 1 and acc.len < acc.cap:
+                acc.data[acc.len] = tids[lo]
+                acc.len += 1
             elif intvec_push_range(acc, &tids[lo], hi - lo) < 0:
                 m.visited += n_visited
                 return D_OVERFLOW
@@ -565,6 +568,7 @@ cdef int entry_walk(SetMachine m, const TrieTables* tr, const SliceTables* sl, i
     if sl == NULL:
         return mwalk(m, tr, 0, tr.n_nodes, 0, start, dense, NULL, cd, st, fl)
     levels = sl.levels
+    cdef int64_t computed0 = m.computed
     chain[0] = start
     cur[0] = start
     for k in range(1, levels + 1):
@@ -620,6 +624,7 @@ cdef int entry_walk(SetMachine m, const TrieTables* tr, const SliceTables* sl, i
         cur = nxt
         nxt = tmp
         n_cur = n_nxt
+    m.checked += m.computed - computed0
     if mixed:
         return mwalk(m, tr, 0, tr.n_nodes, 0, start, dense, NULL, cd, st, fl)
     if not single:

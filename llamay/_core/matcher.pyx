@@ -17,7 +17,21 @@ from libc.string cimport memcpy, memset
 
 import numpy as np
 
+cimport numpy as cnp
+
 from .. import limits
+
+cnp.import_array()
+
+COMBINE = True
+
+cdef extern from *:
+    """
+    static inline void llamay_or_words(uint32_t* __restrict out, const uint32_t* __restrict src, Py_ssize_t n) {
+        for (Py_ssize_t i = 0; i < n; i++) out[i] |= src[i];
+    }
+    """
+    void or_words "llamay_or_words" (uint32_t* out, const uint32_t* src, Py_ssize_t n) noexcept nogil
 from ..errors import LlamayError, UsageError
 from .automaton cimport (ACCEPT, BOTTOM, CTX, CTX_FRAMES, F_OVERFLOW, WS_WINDOW, Arena, CompiledGrammar, Config, Tables,
                          arena_free, arena_init, closure, push_frame)
@@ -61,6 +75,10 @@ cdef class Matcher:
     cdef IntVec acc                    # scratch: tokens a slice walk accepts
     cdef uint32_t* scratch             # scratch: a whole-trie walk's bitmask
     cdef int32_t* w_set                # scratch: a walk's set per depth
+    cdef Config* pos                   # scratch: the positions of the current set's configurations
+    cdef int32_t pos_cap
+    cdef Config* start_cfg             # scratch: their start configurations on the set machine
+    cdef int32_t start_cap
     cdef uint8_t* w_flag
 
     def __cinit__(self, CompiledGrammar grammar, vocab=None):
@@ -104,6 +122,8 @@ cdef class Matcher:
         free(self.acc.data)
         free(self.scratch)
         free(self.w_set)
+        free(self.pos)
+        free(self.start_cfg)
         free(self.w_flag)
         free(self.h_off)
         free(self.h_len)
@@ -265,8 +285,7 @@ cdef class Matcher:
     def fill_next_token_bitmask(self, bitmask, int index=0):
         """Write the allowed tokens into ``bitmask`` (int32, ``ceil(V/32)`` words; or row ``index`` of a 2-D batch)."""
         cdef uint32_t* out = self._mask_row(bitmask, index)
-        cdef int32_t i, off, n
-        cdef Config c
+        cdef int32_t off, n
         with nogil:
             memset(out, 0, self.n_words * sizeof(uint32_t))
         if self.is_terminated():
@@ -280,15 +299,21 @@ cdef class Matcher:
             with nogil:
                 self.lexmasks.fill(self.a.cfg[off].state, out)
             return
-        for i in range(n):
-            c = self.a.cfg[off + i]
-            if c.state == ACCEPT:
-                for e in self._eos:
-                    out[<int32_t> e >> 5] |= (<uint32_t> 1) << (<int32_t> e & 31)
-            else:
-                self._fill_from(c, out)
+        self._fill_set(off, n, out)
 
     cdef uint32_t* _mask_row(self, bitmask, int index) except NULL:
+        cdef cnp.ndarray arr
+        cdef int nd
+        if self.vocab is not None and cnp.PyArray_Check(bitmask):  # the usual case, without Python attribute calls
+            arr = <cnp.ndarray> bitmask
+            nd = cnp.PyArray_NDIM(arr)
+            if (1 <= nd <= 2 and cnp.PyArray_TYPE(arr) == cnp.NPY_INT32 and cnp.PyArray_ISNOTSWAPPED(arr)
+                    and cnp.PyArray_IS_C_CONTIGUOUS(arr) and cnp.PyArray_ISWRITEABLE(arr)
+                    and cnp.PyArray_DIMS(arr)[nd - 1] == self.n_words):
+                if nd == 1:
+                    return <uint32_t*> cnp.PyArray_DATA(arr)
+                if nd == 2 and 0 <= index < cnp.PyArray_DIMS(arr)[0]:
+                    return <uint32_t*> cnp.PyArray_DATA(arr) + <Py_ssize_t> index * self.n_words
         if self.vocab is None:
             raise UsageError("this matcher has no vocabulary: pass one to Matcher() to fill token masks")
         if not isinstance(bitmask, np.ndarray) or bitmask.dtype != np.int32:
@@ -346,24 +371,69 @@ cdef class Matcher:
         return (pos.state, pos.counter, pos.ws, f == BOTTOM) + tuple(
             [x for i in range(depth) for x in (rets[i], counters[i])])
 
-    cdef int _fill_from(self, Config c, uint32_t* out) except -1:
+    cdef int _fill_set(self, int32_t off, int32_t n, uint32_t* out) except -1:
+        """OR the mask of the set ``cfg[off:off+n]`` into ``out``: one cache entry for the whole set.
+
+        The entry's key lists the positions of the set's configurations (sorted, so that the
+        same set reached another way finds it). Undecided tokens are checked by stepping the
+        real set.
+        """
+        cdef int32_t i, m = 0, frames0 = self.a.n_frames
+        cdef Config c
+        if n > self.pos_cap:
+            self.pos = <Config*> realloc(self.pos, n * sizeof(Config))
+            if self.pos == NULL:
+                self.pos_cap = 0
+                raise MemoryError("matcher positions")
+            self.pos_cap = n
+        keys = {}
+        for i in range(n):
+            c = self.a.cfg[off + i]
+            if c.state == ACCEPT:
+                for e in self._eos:
+                    out[<int32_t> e >> 5] |= (<uint32_t> 1) << (<int32_t> e & 31)
+                continue
+            key = self._position(c, &self.pos[m])
+            if key not in keys:
+                keys[key] = None
+                m += 1
+        if m == 0:
+            self.a.n_frames = frames0
+            return 0
+        if COMBINE or m == 1:
+            key = next(iter(keys)) if m == 1 else tuple(sorted(keys))
+            entry = self.cache.get(key)
+            if entry is None:
+                entry = self._build_entry(0, m, key)
+            entries = [entry]
+        else:
+            entries = []
+            for i, key in enumerate(keys):
+                entry = self.cache.get(key)
+                if entry is None:
+                    entry = self._build_entry(i, 1, key)
+                entries.append(entry)
+        self.a.n_frames = frames0  # drop the scratch frames of the positions
+        if None in entries:  # cache full: walk this set in full
+            for i in range(n):
+                c = self.a.cfg[off + i]
+                if c.state != ACCEPT:
+                    self._walk_into(c, False, self.g.t.ws_budget, out)
+            return 0
+        for entry in entries:
+            self._apply(entry, off, n, out)
+        return 0
+
+    cdef int _apply(self, entry, int32_t off, int32_t n, uint32_t* out) except -1:
+        """OR a cache entry into ``out``; its undecided tokens are checked by stepping the set ``cfg[off:off+n]``."""
         cdef const uint32_t[::1] bits
         cdef const int32_t[::1] extra
         cdef const int32_t[::1] undecided
         cdef const uint32_t* base = NULL
-        cdef int32_t i, w, tok, n_und, n_extra = 0, frames0 = self.a.n_frames, base_cfg = self.a.cfg_len, k, r
+        cdef int32_t i, tok, n_und, n_extra = 0, frames0 = self.a.n_frames, base_cfg = self.a.cfg_len, k, r
         cdef bint has_bits = False
         cdef int flags = 0
         cdef const TrieTables* tr = &self.trie.tr
-        cdef Config pos
-        key = self._position(c, &pos)
-        entry = self.cache.get(key)
-        if entry is None:
-            entry = self._build_entry(pos, key)
-        self.a.n_frames = frames0  # drop the scratch frames of the position
-        if entry is None:  # cache full: walk this position in full
-            self._walk_into(c, False, self.g.t.ws_budget, out)
-            return 0
         dense, r, acc, und = entry
         if r > 0:
             base = &self.slices.s.cum[<Py_ssize_t> r * self.slices.s.n_words]
@@ -377,72 +447,84 @@ cdef class Matcher:
         n_und = undecided.shape[0]
         with nogil:
             if base != NULL:
-                for w in range(self.n_words):
-                    out[w] |= base[w]
+                or_words(out, base, self.n_words)
             if has_bits:
-                for w in range(self.n_words):
-                    out[w] |= bits[w]
+                or_words(out, &bits[0], self.n_words)
             for i in range(n_extra):
                 tok = extra[i]
                 out[tok >> 5] |= (<uint32_t> 1) << (tok & 31)
-            if n_und:
-                push_config(&self.a, c)
-                for i in range(n_und):
-                    tok = undecided[i]
-                    self.a.cfg_len = base_cfg + 1
-                    k = advance(&self.g.t, &self.a, base_cfg, 1, &tr.tok_bytes[tr.bytes_off[tok]],
-                                tr.bytes_off[tok + 1] - tr.bytes_off[tok], &flags)
-                    if k:
-                        out[tok >> 5] |= (<uint32_t> 1) << (tok & 31)
-                    self.a.n_frames = frames0
+            for i in range(n_und):
+                tok = undecided[i]
                 self.a.cfg_len = base_cfg
+                k = advance(&self.g.t, &self.a, off, n, &tr.tok_bytes[tr.bytes_off[tok]],
+                            tr.bytes_off[tok + 1] - tr.bytes_off[tok], &flags)
+                if k:
+                    out[tok >> 5] |= (<uint32_t> 1) << (tok & 31)
+                self.a.n_frames = frames0
+            self.a.cfg_len = base_cfg
         if flags & F_OVERFLOW:
             raise LlamayError("input is too ambiguous for this grammar (limit MAX_CONFIGURATIONS)")
         return 0
 
-    cdef object _build_entry(self, Config pos, key):
-        """Compute and cache the context-independent entry of a position: (bitmask, slice, extra tokens, undecided)."""
-        cdef int32_t ws_cap = pos.ws, start = -1, base = -1, depth = 0, f, i, parent
+    cdef object _build_entry(self, int32_t j0, int32_t m, key):
+        """Compute and cache the entry of positions ``pos[j0:j0+m]``: (bitmask, slice, extra tokens, undecided).
+
+        The positions become one start set of the machine: configurations with their frames
+        interned, under one whitespace window (the widest; a configuration with less starts
+        that much into it).
+        """
+        cdef int32_t ws_cap = 0, start = -1, base = -1, depth, f, i, j, parent
         cdef int32_t rets[CTX_FRAMES + 1]
         cdef int32_t counters[CTX_FRAMES + 1]
         cdef int rc = 0
         cdef bint ok = True
-        cdef SetMachine m = self.machine
-        cdef Config c0
-        pos.ws = 0
-        if self.g.t.ws_budget < 0:
-            ws_cap = 0  # the window is never consulted
+        cdef SetMachine mach = self.machine
+        cdef Config* start_cfg
+        if self.g.t.ws_budget >= 0:
+            for i in range(j0, j0 + m):
+                ws_cap = max(ws_cap, self.pos[i].ws)
+        if m > self.start_cap:
+            self.start_cfg = <Config*> realloc(self.start_cfg, m * sizeof(Config))
+            if self.start_cfg == NULL:
+                self.start_cap = 0
+                raise MemoryError("matcher positions")
+            self.start_cap = m
+        start_cfg = self.start_cfg
         self.cd.len = 0
         self.acc.len = 0
-        # the position's frames (scratch frames on the arena, ending in CTX or BOTTOM), top first
-        f = pos.parent
-        while f >= 0 and depth <= CTX_FRAMES:
-            rets[depth] = self.a.frames[f].ret
-            counters[depth] = self.a.frames[f].counter
-            f = self.a.frames[f].parent
-            depth += 1
         with nogil:
-            PyThread_acquire_lock(m.lock, WAIT_LOCK)
-            parent = f
-            for i in range(depth - 1, -1, -1):
-                parent = m.intern_frame(rets[i], counters[i], parent)
-                if parent < 0:
-                    ok = False
+            PyThread_acquire_lock(mach.lock, WAIT_LOCK)
+            for j in range(m):
+                # the position's frames (scratch frames on the arena, ending in CTX or BOTTOM), top first
+                depth = 0
+                f = self.pos[j0 + j].parent
+                while f >= 0 and depth <= CTX_FRAMES:
+                    rets[depth] = self.a.frames[f].ret
+                    counters[depth] = self.a.frames[f].counter
+                    f = self.a.frames[f].parent
+                    depth += 1
+                parent = f
+                for i in range(depth - 1, -1, -1):
+                    parent = mach.intern_frame(rets[i], counters[i], parent)
+                    if parent < 0:
+                        ok = False
+                        break
+                if not ok:
                     break
+                start_cfg[j] = self.pos[j0 + j]
+                start_cfg[j].parent = parent
+                start_cfg[j].ws = 0 if self.g.t.ws_budget < 0 else ws_cap - self.pos[j0 + j].ws
             if ok:
-                c0 = pos
-                c0.parent = parent
-                start = m.intern_set(&c0, 1, ws_cap)
+                start = mach.intern_set(start_cfg, m, ws_cap)
             if start >= 0:
                 memset(self.scratch, 0, self.n_words * sizeof(uint32_t))
-                rc = entry_walk(m, &self.trie.tr, &self.slices.s, start, self.scratch, &self.acc, &self.cd, &base,
+                rc = entry_walk(mach, &self.trie.tr, &self.slices.s, start, self.scratch, &self.acc, &self.cd, &base,
                                 self.w_set, self.w_flag)
             else:
                 rc = start if start < -1 else D_FULL
-            PyThread_release_lock(m.lock)
+            PyThread_release_lock(mach.lock)
         if rc == D_FULL:  # the machine is full: the plain walk
-            pos.ws = ws_cap
-            return self._build_entry_plain(pos, key)
+            return self._build_entry_plain(j0, m, key)
         if rc != 0:
             raise LlamayError("input is too ambiguous for this grammar (limit MAX_CONFIGURATIONS)")
         undecided = np.array(<int32_t[:self.cd.len]> self.cd.data if self.cd.len else [], np.int32)
@@ -460,12 +542,17 @@ cdef class Matcher:
             return None
         return entry
 
-    cdef object _build_entry_plain(self, Config pos, key):
-        cdef int32_t ws_cap = pos.ws
-        pos.ws = 0
+    cdef object _build_entry_plain(self, int32_t j0, int32_t m, key):
+        """The entry by the plain walk, one position after another (when the set machine is full)."""
+        cdef int32_t ws_cap, i
+        cdef Config pos
         mask = np.zeros(self.n_words, np.uint32)
         self.cd.len = 0
-        self._walk_into(pos, True, ws_cap, <uint32_t*> <size_t> mask.ctypes.data)
+        for i in range(j0, j0 + m):
+            pos = self.pos[i]
+            ws_cap = pos.ws
+            pos.ws = 0
+            self._walk_into(pos, True, ws_cap, <uint32_t*> <size_t> mask.ctypes.data)
         undecided = np.array(<int32_t[:self.cd.len]> self.cd.data if self.cd.len else [], np.int32)
         entry = (mask, 0, None, undecided)
         if not self.cache.put(key, entry, mask.nbytes + undecided.nbytes + 64):
