@@ -1,7 +1,7 @@
 # cython: language_level=3
 """The first-visit fast path: a lazy DFA over configuration sets, and the vocabulary's string slices."""
 
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from cpython.pythread cimport PyThread_type_lock
 
 from .automaton cimport Arena, CompiledGrammar, Config, Tables
@@ -20,6 +20,22 @@ cdef enum:
     SN_FAIL = -4       # the machine failed (overflow or full): no slice
     SN_MAX_TARGETS = 32  # distinct sets one safe character may lead to (more: SN_MIXED)
     SLICE_LEVELS = 16  # characters the slice check looks ahead (longer tokens: the ``long`` trie)
+    FIX_UNKNOWN = -1   # s_fix: not known yet whether the set is a fixed point of the safe characters
+    FIX_NONE = -2      # not one (or its verdicts could not be computed)
+    ROW_SHIFT = 7      # a block of rows holds 1 << ROW_SHIFT sets
+
+ctypedef struct SliceTables:
+    int32_t kmax               # most characters before the first unsafe byte, over all tokens
+    int32_t levels             # min(SLICE_LEVELS, kmax)
+    int32_t n_words
+    const uint32_t* cum        # cum[r * n_words:]: tokens of 1..r safe characters and nothing else
+    const TrieTables* rest     # tokens with an unsafe byte after k safe characters: bytes([k]) + the rest
+    const int32_t* group_node  # per k: the node of byte k at depth 1 of ``rest`` (-1: none)
+    const TrieTables* long     # tokens past ``levels`` safe characters: their bytes after those
+    const TrieTables* other    # every token but the slice tokens of at most ``levels`` characters
+    const int32_t* other_rest  # per token of ``other`` (in trie order): its index in ``rests``, -1: none
+    const TrieTables* rests    # the rests alone (token ids: rest indices)
+    int32_t n_rests
 
 cdef class SetMachine:
     cdef CompiledGrammar g
@@ -40,7 +56,14 @@ cdef class SetMachine:
     cdef int32_t s_cap
     cdef int32_t* sh            # set hash table: set id + 1, 0 = empty
     cdef int32_t sh_mask
-    cdef int32_t* rows          # rows[s * 256 + byte]: 2 * target + (needs the context), or a D_* code
+    cdef int32_t** blocks       # rows of ROW_BLOCK sets each: never moved, so growing copies nothing
+    cdef int32_t n_blocks
+    cdef uint64_t* s_bnd        # per set, 256 bits: where a piece of bytes its edges treat alike starts
+    cdef uint8_t* s_bnd_ok
+    cdef int64_t* s_fix         # per set: offset of its rest verdicts in fix_pool, or FIX_UNKNOWN / FIX_NONE
+    cdef uint8_t* fix_pool      # per fixed point and rest: 0 rejected, 1 accepted, 2 undecided
+    cdef int64_t fix_len
+    cdef int64_t fix_cap
     cdef int32_t* sn_cnt        # slice step per set: how many sets a safe character leads to, or an SN_* code
     cdef int64_t* sn_off        # ... listed at sn_pool[sn_off[s]:]
     cdef int32_t* sn_pool
@@ -55,28 +78,26 @@ cdef class SetMachine:
     cdef int32_t intern_frame(self, int32_t ret, int32_t counter, int32_t parent) noexcept nogil
     cdef int32_t intern_set(self, Config* cfg, int32_t n, int32_t ws_cap) noexcept nogil
     cdef int32_t compute(self, int32_t s, uint8_t byte) noexcept nogil
+    cdef int32_t piece_end(self, int32_t s, int32_t byte) noexcept nogil
     cdef int32_t slice_step(self, int32_t s) noexcept nogil
+    cdef const uint8_t* fixed_verdicts(self, int32_t s, const SliceTables* sl) noexcept nogil
 
 
-ctypedef struct SliceTables:
-    int32_t kmax               # most characters before the first unsafe byte, over all tokens
-    int32_t levels             # min(SLICE_LEVELS, kmax)
-    int32_t n_words
-    const uint32_t* cum        # cum[r * n_words:]: tokens of 1..r safe characters and nothing else
-    const TrieTables* rest     # tokens with an unsafe byte after k safe characters: bytes([k]) + the rest
-    const int32_t* group_node  # per k: the node of byte k at depth 1 of ``rest`` (-1: none)
-    const TrieTables* long     # tokens past ``levels`` safe characters: their bytes after those
-    const TrieTables* other    # every token but the slice tokens of at most ``levels`` characters
+cdef inline int32_t* row_of(SetMachine m, int32_t s) noexcept nogil:
+    """The row of set ``s``: entry ``b`` is where byte ``b`` leads (2 * target + flag, or a D_* code)."""
+    return m.blocks[s >> ROW_SHIFT] + ((s & ((1 << ROW_SHIFT) - 1)) << 8)
+
 
 cdef class StringSlices:
     cdef SliceTables s
     cdef TokenTrie rest_trie
     cdef TokenTrie long_trie
     cdef TokenTrie other_trie
+    cdef TokenTrie rests_trie
     cdef dict _arrays
 
 
 cdef int mwalk(SetMachine m, const TrieTables* tr, int32_t first, int32_t last, int32_t depth_off, int32_t start,
-               uint32_t* out, IntVec* acc, IntVec* cd, int32_t* st, uint8_t* fl) noexcept nogil
+               uint32_t* out, IntVec* acc, IntVec* cd, int32_t* st) noexcept nogil
 cdef int entry_walk(SetMachine m, const TrieTables* tr, const SliceTables* sl, int32_t start, uint32_t* dense,
-                    IntVec* acc, IntVec* cd, int32_t* base, int32_t* st, uint8_t* fl) noexcept nogil
+                    IntVec* acc, IntVec* cd, int32_t* base, int32_t* st) noexcept nogil

@@ -28,7 +28,7 @@ most instead of the whole trie. Otherwise the whole trie is walked with the mach
 
 from cpython.pythread cimport (WAIT_LOCK, PyThread_acquire_lock, PyThread_allocate_lock, PyThread_free_lock,
                                PyThread_release_lock)
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcmp, memcpy, memset
 
@@ -43,6 +43,14 @@ from .. import limits
 
 #: Sets one machine may hold (each costs a 1 KiB row): past it, first visits walk the old way.
 MAX_SETS = 1 << 16
+
+cdef extern from *:
+    """
+    static inline int llamay_clz64(unsigned long long x) { return __builtin_clzll(x); }
+    static inline int llamay_ctz64(unsigned long long x) { return __builtin_ctzll(x); }
+    """
+    int clz64 "llamay_clz64" (uint64_t x) noexcept nogil
+    int ctz64 "llamay_ctz64" (uint64_t x) noexcept nogil
 
 
 cdef inline uint32_t _mix(uint32_t h, uint32_t x) noexcept nogil:
@@ -83,14 +91,19 @@ cdef class SetMachine:
         self.sn_off = <int64_t*> malloc(self.s_cap * sizeof(int64_t))
         self.sn_cap = 256
         self.sn_pool = <int32_t*> malloc(self.sn_cap * sizeof(int32_t))
-        self.rows = <int32_t*> malloc(self.s_cap * 256 * sizeof(int32_t))
+        self.blocks = <int32_t**> calloc(1, sizeof(int32_t*))
+        self.n_blocks = 1
+        self.s_bnd = <uint64_t*> malloc(self.s_cap * 4 * sizeof(uint64_t))
+        self.s_bnd_ok = <uint8_t*> malloc(self.s_cap * sizeof(uint8_t))
+        self.s_fix = <int64_t*> malloc(self.s_cap * sizeof(int64_t))
         self.remap_cap = 64
         self.remap = <int32_t*> malloc(self.remap_cap * sizeof(int32_t))
         self.max_sets = MAX_SETS
         self.lock = PyThread_allocate_lock()
         if (self.fh == NULL or self.sh == NULL or self.pool == NULL or self.s_off == NULL or self.s_len == NULL
                 or self.s_ws == NULL or self.sn_cnt == NULL or self.sn_off == NULL or self.sn_pool == NULL
-                or self.rows == NULL or self.remap == NULL
+                or self.blocks == NULL or self.s_bnd == NULL or self.s_bnd_ok == NULL or self.s_fix == NULL
+                or self.remap == NULL
                 or self.lock == NULL):
             raise MemoryError("set machine")
 
@@ -105,7 +118,15 @@ cdef class SetMachine:
         free(self.sn_cnt)
         free(self.sn_off)
         free(self.sn_pool)
-        free(self.rows)
+        cdef int32_t i
+        if self.blocks != NULL:
+            for i in range(self.n_blocks):
+                free(self.blocks[i])
+        free(self.blocks)
+        free(self.s_bnd)
+        free(self.s_bnd_ok)
+        free(self.s_fix)
+        free(self.fix_pool)
         free(self.remap)
         if self.lock != NULL:
             PyThread_free_lock(self.lock)
@@ -211,10 +232,18 @@ cdef class SetMachine:
             if p == NULL:
                 return D_OVERFLOW
             self.sn_off = <int64_t*> p
-            p = realloc(self.rows, <size_t> cap * 256 * sizeof(int32_t))
+            p = realloc(self.s_bnd, <size_t> cap * 4 * sizeof(uint64_t))
             if p == NULL:
                 return D_OVERFLOW
-            self.rows = <int32_t*> p
+            self.s_bnd = <uint64_t*> p
+            p = realloc(self.s_bnd_ok, cap * sizeof(uint8_t))
+            if p == NULL:
+                return D_OVERFLOW
+            self.s_bnd_ok = <uint8_t*> p
+            p = realloc(self.s_fix, cap * sizeof(int64_t))
+            if p == NULL:
+                return D_OVERFLOW
+            self.s_fix = <int64_t*> p
             self.s_cap = cap
         if self.pool_len + n > self.pool_cap:
             pcap = self.pool_cap * 2
@@ -230,7 +259,20 @@ cdef class SetMachine:
         self.s_len[s] = n
         self.s_ws[s] = ws_cap
         self.sn_cnt[s] = SN_UNKNOWN
-        memset(&self.rows[<int64_t> s * 256], 0xFF, 256 * sizeof(int32_t))  # D_UNKNOWN
+        self.s_bnd_ok[s] = 0
+        self.s_fix[s] = FIX_UNKNOWN
+        if (s >> ROW_SHIFT) >= self.n_blocks:
+            p = realloc(self.blocks, self.n_blocks * 2 * sizeof(int32_t*))
+            if p == NULL:
+                return D_OVERFLOW
+            self.blocks = <int32_t**> p
+            memset(&self.blocks[self.n_blocks], 0, self.n_blocks * sizeof(int32_t*))
+            self.n_blocks *= 2
+        if self.blocks[s >> ROW_SHIFT] == NULL:
+            self.blocks[s >> ROW_SHIFT] = <int32_t*> malloc((256 << ROW_SHIFT) * sizeof(int32_t))
+            if self.blocks[s >> ROW_SHIFT] == NULL:
+                return D_OVERFLOW
+        memset(row_of(self, s), 0xFF, 256 * sizeof(int32_t))  # D_UNKNOWN
         self.pool_len += n
         self.sh[j] = s + 1
         self.n_sets = s + 1
@@ -274,26 +316,36 @@ cdef class SetMachine:
         """Fill the row entries of set ``s`` for the piece of bytes around ``byte``; returns the entry."""
         cdef const Tables* t = self.t
         cdef int64_t off = self.s_off[s]
-        cdef int32_t n = self.s_len[s], i, e, st, lo = 0, hi = 255, k, w, f, par, old_fr, nnew, r, cap
+        cdef int32_t n = self.s_len[s], i, e, st, lo, hi, k, w, f, par, old_fr, nnew, r, cap
         cdef int flags = 0
         cdef Arena* a = &self.a
         cdef void* p
-        for i in range(n):
-            st = self.pool[off + i].state
-            if st < 0:
-                continue
-            for e in range(t.b_start[st], t.b_start[st + 1]):
-                if t.b_lo[e] > byte:
-                    if t.b_lo[e] - 1 < hi:
-                        hi = t.b_lo[e] - 1
-                elif t.b_hi[e] < byte:
-                    if t.b_hi[e] + 1 > lo:
-                        lo = t.b_hi[e] + 1
-                else:
-                    if t.b_lo[e] > lo:
-                        lo = t.b_lo[e]
-                    if t.b_hi[e] < hi:
-                        hi = t.b_hi[e]
+        cdef uint64_t* bnd = &self.s_bnd[<int64_t> s * 4]
+        cdef uint64_t x
+        cdef int32_t* row
+        if not self.s_bnd_ok[s]:
+            # where the pieces of bytes start: byte 0, and each edge's first byte and the byte past its last
+            bnd[0] = 1
+            bnd[1] = 0
+            bnd[2] = 0
+            bnd[3] = 0
+            for i in range(n):
+                st = self.pool[off + i].state
+                if st < 0:
+                    continue
+                for e in range(t.b_start[st], t.b_start[st + 1]):
+                    bnd[t.b_lo[e] >> 6] |= (<uint64_t> 1) << (t.b_lo[e] & 63)
+                    if t.b_hi[e] < 255:
+                        bnd[(t.b_hi[e] + 1) >> 6] |= (<uint64_t> 1) << ((t.b_hi[e] + 1) & 63)
+            self.s_bnd_ok[s] = 1
+        # the piece around ``byte``: from the last start at or below it to the next start above it
+        i = byte >> 6
+        x = bnd[i] & (((<uint64_t> 2) << (byte & 63)) - 1)
+        while x == 0:
+            i -= 1
+            x = bnd[i]
+        lo = i * 64 + 63 - clz64(x)
+        hi = self.piece_end(s, byte)
         if n > a.cfg_cap:
             cap = a.cfg_cap
             while cap < n:
@@ -343,9 +395,75 @@ cdef class SetMachine:
             if w < 0:
                 return w
             r = 2 * w + (1 if flags & F_NEED_CTX else 0)
+        row = row_of(self, s)
         for i in range(lo, hi + 1):
-            self.rows[<int64_t> s * 256 + i] = r
+            row[i] = r
         return r
+
+    cdef const uint8_t* fixed_verdicts(self, int32_t s, const SliceTables* sl) noexcept nogil:
+        """For a set that every safe character leads back to: the verdict on each rest from it, else NULL.
+
+        From such a set, a token made of safe characters and then a rest is decided by its rest
+        alone, so the rests are walked once (``sl.rests``) and the verdicts kept.
+        """
+        cdef int64_t off = self.s_fix[s], cap
+        cdef int32_t c, rc, i
+        cdef IntVec acc, cd
+        cdef int32_t* st
+        cdef void* p
+        if off >= 0:
+            return &self.fix_pool[off]
+        if off == FIX_NONE:
+            return NULL
+        c = self.slice_step(s)
+        if c != 1 or self.sn_pool[self.sn_off[s]] != s:
+            if c != SN_FAIL:
+                self.s_fix[s] = FIX_NONE
+            return NULL
+        acc.data = NULL
+        acc.len = acc.cap = 0
+        cd.data = NULL
+        cd.len = cd.cap = 0
+        st = <int32_t*> malloc((sl.rests.max_depth + 2) * sizeof(int32_t))
+        if st == NULL:
+            return NULL
+        rc = mwalk(self, sl.rests, 0, sl.rests.n_nodes, 0, s, NULL, &acc, &cd, st)
+        free(st)
+        if rc == 0 and self.fix_len + sl.n_rests > self.fix_cap:
+            cap = max(self.fix_cap * 2, self.fix_len + sl.n_rests, 4096)
+            p = realloc(self.fix_pool, cap)
+            if p == NULL:
+                rc = D_OVERFLOW
+            else:
+                self.fix_pool = <uint8_t*> p
+                self.fix_cap = cap
+        if rc != 0:
+            free(acc.data)
+            free(cd.data)
+            return NULL
+        off = self.fix_len
+        memset(&self.fix_pool[off], 0, sl.n_rests)
+        for i in range(acc.len):
+            self.fix_pool[off + acc.data[i]] = 1
+        for i in range(cd.len):
+            self.fix_pool[off + cd.data[i]] = 2
+        free(acc.data)
+        free(cd.data)
+        self.fix_len += sl.n_rests
+        self.s_fix[s] = off
+        return &self.fix_pool[off]
+
+    cdef int32_t piece_end(self, int32_t s, int32_t byte) noexcept nogil:
+        """The last byte of the piece of set ``s`` that holds ``byte`` (its bounds must be known)."""
+        cdef uint64_t* bnd = &self.s_bnd[<int64_t> s * 4]
+        cdef int32_t i = byte >> 6
+        cdef uint64_t x = bnd[i] & ~(((<uint64_t> 2) << (byte & 63)) - 1)
+        while x == 0:
+            i += 1
+            if i == 4:
+                return 255
+            x = bnd[i]
+        return i * 64 + ctz64(x) - 1
 
     cdef int32_t slice_step(self, int32_t s) noexcept nogil:
         """Where one safe character leads from ``s``.
@@ -376,10 +494,15 @@ cdef class SetMachine:
                 hi = _U_HI[q]
                 nu = _U_NEXT[q]
                 prev = D_UNKNOWN
-                for b in range(lo, hi + 1):
-                    e = self.rows[<int64_t> cur * 256 + b]
+                b = lo
+                while b <= hi:
+                    e = row_of(self, cur)[b]
                     if e == D_UNKNOWN:
                         e = self.compute(cur, <uint8_t> b)
+                    if e >= D_DEAD_CTX:  # computed: the rest of the piece is the same
+                        b = self.piece_end(cur, b) + 1
+                    else:
+                        b += 1
                     if e == prev:
                         continue
                     prev = e
@@ -453,6 +576,23 @@ cdef int32_t[18] _U_NEXT = [0, 0, 0, 1, 3, 2, 4, 2, 6, 5, 7,
                             0, 1, 1, 1, 2, 2, 2]
 
 
+# The same automaton as a table: _U8[u * 256 + byte] is the next state, -1 for a byte no safe character has there.
+cdef int8_t _U8[9 * 256]
+
+
+def _fill_u8():
+    cdef int32_t u, q, b
+    for u in range(9 * 256):
+        _U8[u] = -1
+    for u in range(8):
+        for q in range(_U_START[u], _U_START[u + 1]):
+            for b in range(_U_LO[q], _U_HI[q] + 1):
+                _U8[u * 256 + b] = <int8_t> _U_NEXT[q]
+
+
+_fill_u8()
+
+
 cdef int32_t _safe_prefix(const uint8_t* b, int32_t n, int32_t* chars, int32_t limit) noexcept nogil:
     """How many bytes of ``b[0:n]`` are whole safe characters, up to ``limit`` of them (their count in ``chars``)."""
     cdef int32_t i = 0, k = 0, u, q, j, step_u
@@ -486,42 +626,41 @@ cdef int32_t _safe_prefix(const uint8_t* b, int32_t n, int32_t* chars, int32_t l
 # -- walks ------------------------------------------------------------------------------------
 
 cdef int mwalk(SetMachine m, const TrieTables* tr, int32_t first, int32_t last, int32_t depth_off, int32_t start,
-               uint32_t* out, IntVec* acc, IntVec* cd, int32_t* st, uint8_t* fl) noexcept nogil:
+               uint32_t* out, IntVec* acc, IntVec* cd, int32_t* st) noexcept nogil:
     """Walk trie nodes ``first:last`` (depths less ``depth_off`` start at 1) from set ``start``.
 
     Accepted tokens go to the bitmask ``out``, or (``out`` NULL) to the list ``acc``; tokens
-    under a dead node that some path left for the context go to ``cd``. Returns 0, or
-    D_OVERFLOW / D_FULL.
+    under a dead node that some path left for the context go to ``cd``. ``st[d]`` holds the
+    set at depth ``d`` as a row entry (twice the id, plus the flag of a path left for the
+    context on the way). Returns 0, or D_OVERFLOW / D_FULL.
     """
-    cdef const uint8_t* nbyte = tr.node_byte
-    cdef const int32_t* ndepth = tr.node_depth
+    cdef const int32_t* ndb = tr.node_db
     cdef const int32_t* nsize = tr.node_size
     cdef const int32_t* ntok = tr.node_tok
     cdef const int32_t* tids = tr.tok_ids
-    cdef int32_t i = first, d, e, j, tok, lo, hi
-    cdef int64_t n_visited = 0
-    st[0] = start
-    fl[0] = 0
+    cdef int32_t i = first, d, e, j, tok, lo, hi, x, p
+    cdef int64_t n_vis = 0
+    st[0] = 2 * start
     while i < last:
-        n_visited += 1
-        d = ndepth[i] - depth_off
-        e = m.rows[(<int64_t> st[d - 1] << 8) + nbyte[i]]
+        n_vis += 1
+        x = ndb[i]
+        d = (x >> 8) - depth_off
+        p = st[d - 1]
+        e = row_of(m, p >> 1)[x & 255]
         if e == D_UNKNOWN:
-            e = m.compute(st[d - 1], nbyte[i])
+            e = m.compute(p >> 1, <uint8_t> (x & 255))
         if e < 0:
             if e <= D_OVERFLOW:
-                m.visited += n_visited
+                m.visited += n_vis
                 return e
-            if cd != NULL and (fl[d - 1] or e == D_DEAD_CTX):
+            if cd != NULL and ((p & 1) or e == D_DEAD_CTX):
                 lo = ntok[i]
                 hi = ntok[i + nsize[i]]
                 if intvec_push_range(cd, &tids[lo], hi - lo) < 0:
-                    m.visited += n_visited
                     return D_OVERFLOW
             i += nsize[i]
             continue
-        st[d] = e >> 1
-        fl[d] = fl[d - 1] | (e & 1)
+        st[d] = e | (p & 1)
         lo = ntok[i]
         hi = ntok[i + 1]
         if lo < hi:
@@ -533,15 +672,86 @@ cdef int mwalk(SetMachine m, const TrieTables* tr, int32_t first, int32_t last, 
                 acc.data[acc.len] = tids[lo]
                 acc.len += 1
             elif intvec_push_range(acc, &tids[lo], hi - lo) < 0:
-                m.visited += n_visited
                 return D_OVERFLOW
         i += 1
-    m.visited += n_visited
+    m.visited += n_vis
+    return 0
+
+
+cdef int owalk(SetMachine m, const SliceTables* sl, int32_t start, IntVec* acc, IntVec* cd, int32_t* st,
+               int8_t* uu) noexcept nogil:
+    """Walk the ``other`` trie from ``start`` into ``acc`` / ``cd``, like ``mwalk``, but by subtrees where it can.
+
+    ``uu[d]`` follows the safe-character automaton along the path (-1 once a byte is not
+    part of a safe character). At a node whose path is safe characters only, whose set
+    every safe character leads back to (``fixed_verdicts``), and no path left for the
+    context, each token below is decided by its rest alone: one lookup per token instead
+    of a walk of its bytes.
+    """
+    cdef const TrieTables* tr = sl.other
+    cdef const int32_t* ndb = tr.node_db
+    cdef const int32_t* nsize = tr.node_size
+    cdef const int32_t* ntok = tr.node_tok
+    cdef const int32_t* tids = tr.tok_ids
+    cdef const int32_t* orest = sl.other_rest
+    cdef const uint8_t* ver
+    cdef int32_t i = 0, last = tr.n_nodes, d, e, j, lo, hi, x, p, q, r, u
+    cdef int64_t n_vis = 0
+    st[0] = 2 * start
+    uu[0] = 0
+    while i < last:
+        n_vis += 1
+        x = ndb[i]
+        d = x >> 8
+        p = st[d - 1]
+        e = row_of(m, p >> 1)[x & 255]
+        if e == D_UNKNOWN:
+            e = m.compute(p >> 1, <uint8_t> (x & 255))
+        if e < 0:
+            if e <= D_OVERFLOW:
+                m.visited += n_vis
+                return e
+            if cd != NULL and ((p & 1) or e == D_DEAD_CTX):
+                lo = ntok[i]
+                hi = ntok[i + nsize[i]]
+                if intvec_push_range(cd, &tids[lo], hi - lo) < 0:
+                    return D_OVERFLOW
+            i += nsize[i]
+            continue
+        q = e | (p & 1)
+        st[d] = q
+        u = uu[d - 1]
+        if u >= 0:
+            u = _U8[u * 256 + (x & 255)]
+        uu[d] = <int8_t> u
+        if u == 0 and not (q & 1):
+            ver = m.fixed_verdicts(q >> 1, sl)
+            if ver != NULL:
+                lo = ntok[i]
+                hi = ntok[i + nsize[i]]
+                for j in range(lo, hi):
+                    r = orest[j]
+                    if r < 0 or ver[r] == 1:
+                        if acc.len < acc.cap:
+                            acc.data[acc.len] = tids[j]
+                            acc.len += 1
+                        elif intvec_push_range(acc, &tids[j], 1) < 0:
+                            return D_OVERFLOW
+                    elif ver[r] == 2 and intvec_push_range(cd, &tids[j], 1) < 0:
+                        return D_OVERFLOW
+                i += nsize[i]
+                continue
+        lo = ntok[i]
+        hi = ntok[i + 1]
+        if lo < hi and intvec_push_range(acc, &tids[lo], hi - lo) < 0:
+            return D_OVERFLOW
+        i += 1
+    m.visited += n_vis
     return 0
 
 
 cdef int entry_walk(SetMachine m, const TrieTables* tr, const SliceTables* sl, int32_t start, uint32_t* dense,
-                    IntVec* acc, IntVec* cd, int32_t* base, int32_t* st, uint8_t* fl) noexcept nogil:
+                    IntVec* acc, IntVec* cd, int32_t* base, int32_t* st) noexcept nogil:
     """A position's context-independent mask, from its start set.
 
     With slices (``base`` >= 0 on return) the mask is ``cum[base]`` plus the tokens in ``acc``;
@@ -566,7 +776,7 @@ cdef int entry_walk(SetMachine m, const TrieTables* tr, const SliceTables* sl, i
     cdef const TrieTables* rest
     base[0] = -1
     if sl == NULL:
-        return mwalk(m, tr, 0, tr.n_nodes, 0, start, dense, NULL, cd, st, fl)
+        return mwalk(m, tr, 0, tr.n_nodes, 0, start, dense, NULL, cd, st)
     levels = sl.levels
     cdef int64_t computed0 = m.computed
     chain[0] = start
@@ -626,11 +836,11 @@ cdef int entry_walk(SetMachine m, const TrieTables* tr, const SliceTables* sl, i
         n_cur = n_nxt
     m.checked += m.computed - computed0
     if mixed:
-        return mwalk(m, tr, 0, tr.n_nodes, 0, start, dense, NULL, cd, st, fl)
+        return mwalk(m, tr, 0, tr.n_nodes, 0, start, dense, NULL, cd, st)
     if not single:
         # r characters live (all of them when the levels repeat or run out): the rest by whole bytes
         base[0] = r if r >= 0 else levels
-        return mwalk(m, sl.other, 0, sl.other.n_nodes, 0, start, NULL, acc, cd, st, fl)
+        return owalk(m, sl, start, acc, cd, st, <int8_t*> &st[sl.other.max_depth + 2])
     rest = sl.rest
     if r >= 0:
         base[0] = r
@@ -647,11 +857,11 @@ cdef int entry_walk(SetMachine m, const TrieTables* tr, const SliceTables* sl, i
         g = sl.group_node[k]
         if g >= 0:
             rc = mwalk(m, rest, g + 1, g + rest.node_size[g], 1, chain[k if k <= levels else levels], NULL, acc, cd,
-                       st, fl)
+                       st)
             if rc:
                 return rc
     if capped:  # ran out of levels: the tokens past them, by their bytes past them
-        return mwalk(m, sl.long, 0, sl.long.n_nodes, 0, chain[levels], NULL, acc, cd, st, fl)
+        return mwalk(m, sl.long, 0, sl.long.n_nodes, 0, chain[levels], NULL, acc, cd, st)
     return 0
 
 
@@ -709,12 +919,16 @@ cdef class StringSlices:
         self.long_trie = _subtrie(long_keys, long_ids)
         other_ids = np.flatnonzero((rest_ks >= 0) | (kinds > levels)).tolist()
         self.other_trie = _subtrie([tok_bytes[offs[i] : offs[i + 1]] for i in other_ids], other_ids)
+        self.rests_trie = TokenTrie([tok_bytes[offs[i] + rest_at[i] : offs[i + 1]] for i in ids], len(ids), ())
+        rest_index = np.full(max(n_tok, 1), -1, np.int32)
+        rest_index[ids] = np.arange(len(ids), dtype=np.int32)
+        other_rest = rest_index[self.other_trie._arrays["tok_ids"]] if other_ids else np.full(1, -1, np.int32)
         group = np.full(kmax + 1, -1, np.int32)
         rt = &self.rest_trie.tr
         for i in range(rt.n_nodes):
             if rt.node_depth[i] == 1 and rt.node_byte[i] <= kmax:
                 group[rt.node_byte[i]] = i
-        self._arrays = {"cum": cum, "group": group, "kinds": kinds}
+        self._arrays = {"cum": cum, "group": group, "kinds": kinds, "other_rest": other_rest}
         self.s.kmax = kmax
         self.s.levels = levels
         self.s.n_words = n_words
@@ -723,6 +937,9 @@ cdef class StringSlices:
         self.s.group_node = <const int32_t*> <size_t> group.ctypes.data
         self.s.long = &self.long_trie.tr
         self.s.other = &self.other_trie.tr
+        self.s.other_rest = <const int32_t*> <size_t> other_rest.ctypes.data
+        self.s.rests = &self.rests_trie.tr
+        self.s.n_rests = len(ids)
 
     @property
     def kmax(self):

@@ -79,7 +79,6 @@ cdef class Matcher:
     cdef int32_t pos_cap
     cdef Config* start_cfg             # scratch: their start configurations on the set machine
     cdef int32_t start_cap
-    cdef uint8_t* w_flag
 
     def __cinit__(self, CompiledGrammar grammar, vocab=None):
         if arena_init(&self.a, limits.MAX_CONFIGURATIONS) < 0:
@@ -104,9 +103,8 @@ cdef class Matcher:
             self.n_words = (vocab.size + 31) // 32
             if self.slices is not None:
                 self.scratch = <uint32_t*> malloc(self.n_words * sizeof(uint32_t))
-                self.w_set = <int32_t*> malloc((self.trie.tr.max_depth + 2) * sizeof(int32_t))
-                self.w_flag = <uint8_t*> malloc((self.trie.tr.max_depth + 2) * sizeof(uint8_t))
-                if self.scratch == NULL or self.w_set == NULL or self.w_flag == NULL:
+                self.w_set = <int32_t*> malloc(2 * (self.trie.tr.max_depth + 2) * sizeof(int32_t))  # sets, then owalk bytes
+                if self.scratch == NULL or self.w_set == NULL:
                     raise MemoryError("matcher scratch")
             self._eos = frozenset(vocab.eos_ids)
             if levels_reserve(&self.lv, self.trie.tr.max_depth) < 0:
@@ -124,7 +122,6 @@ cdef class Matcher:
         free(self.w_set)
         free(self.pos)
         free(self.start_cfg)
-        free(self.w_flag)
         free(self.h_off)
         free(self.h_len)
         free(self.h_frames)
@@ -519,7 +516,7 @@ cdef class Matcher:
             if start >= 0:
                 memset(self.scratch, 0, self.n_words * sizeof(uint32_t))
                 rc = entry_walk(mach, &self.trie.tr, &self.slices.s, start, self.scratch, &self.acc, &self.cd, &base,
-                                self.w_set, self.w_flag)
+                                self.w_set)
             else:
                 rc = start if start < -1 else D_FULL
             PyThread_release_lock(mach.lock)

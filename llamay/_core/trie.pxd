@@ -9,6 +9,7 @@ ctypedef struct TrieTables:
     int32_t n_tokens           # ids below this may have bytes; the rest never match
     const uint8_t* node_byte
     const int32_t* node_depth  # 1 for children of the (implicit) root
+    const int32_t* node_db     # depth << 8 | byte, one load for walks that need both
     const int32_t* node_size   # nodes in the subtree, itself included: a rejected byte skips them
     const int32_t* node_tok    # tokens ending at node i: tok_ids[node_tok[i]:node_tok[i + 1]]
     const int32_t* tok_ids

@@ -57,6 +57,7 @@ cdef class TokenTrie:
         self._arrays = {
             "node_byte": node_byte[: max(n_nodes, 1)].copy(),
             "node_depth": node_depth[: max(n_nodes, 1)].copy(),
+            "node_db": (node_depth[: max(n_nodes, 1)] << 8) | node_byte[: max(n_nodes, 1)],
             "node_size": node_size,
             "node_tok": node_tok,
             "tok_ids": tok_ids,
@@ -69,6 +70,7 @@ cdef class TokenTrie:
         self.tr.n_tokens = n_tok
         self.tr.node_byte = <const uint8_t*> <size_t> a["node_byte"].ctypes.data
         self.tr.node_depth = <const int32_t*> <size_t> a["node_depth"].ctypes.data
+        self.tr.node_db = <const int32_t*> <size_t> a["node_db"].ctypes.data
         self.tr.node_size = <const int32_t*> <size_t> a["node_size"].ctypes.data
         self.tr.node_tok = <const int32_t*> <size_t> a["node_tok"].ctypes.data
         self.tr.tok_ids = <const int32_t*> <size_t> a["tok_ids"].ctypes.data
