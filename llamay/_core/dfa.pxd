@@ -71,13 +71,22 @@ cdef class SetMachine:
     cdef int64_t sn_cap
     cdef int32_t max_sets
     cdef PyThread_type_lock lock
-    cdef readonly int64_t computed   # transitions computed so far (each one a ``step``)
+    cdef int32_t* cm_key        # memo of one configuration's step: (target, ws edge, counter, parent, ws, window)
+    cdef int32_t* cm_val
+    cdef int32_t cm_mask
+    cdef int32_t cm_len
+    cdef readonly int64_t computed   # row pieces computed so far
+    cdef readonly int64_t stepped    # ``step`` calls they took (the rest came from the memo)
     cdef readonly int64_t visited    # trie nodes walked so far
     cdef readonly int64_t checked    # transitions computed by slice checks (part of ``computed``)
 
     cdef int32_t intern_frame(self, int32_t ret, int32_t counter, int32_t parent) noexcept nogil
     cdef int32_t intern_set(self, Config* cfg, int32_t n, int32_t ws_cap) noexcept nogil
     cdef int32_t compute(self, int32_t s, uint8_t byte) noexcept nogil
+    cdef int32_t cfg_step(self, Config c, uint8_t byte, int32_t ws_cap) noexcept nogil
+    cdef bint cm_room(self) noexcept nogil
+    cdef int32_t step_cfgs(self, const Config* src, int32_t n, uint8_t byte, int32_t ws_cap) noexcept nogil
+    cdef int32_t union_sets(self, const int32_t* ids, int32_t m, int32_t ws_cap) noexcept nogil
     cdef int32_t piece_end(self, int32_t s, int32_t byte) noexcept nogil
     cdef int32_t slice_step(self, int32_t s) noexcept nogil
     cdef const uint8_t* fixed_verdicts(self, int32_t s, const SliceTables* sl) noexcept nogil

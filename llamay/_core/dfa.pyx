@@ -69,6 +69,19 @@ cdef inline bint _less(Config* x, Config* y) noexcept nogil:
     return x.ws < y.ws
 
 
+cdef inline void _sort_cfgs(Config* cfg, int32_t n) noexcept nogil:
+    """Insertion sort: sets are small."""
+    cdef int32_t i, k
+    cdef Config x
+    for i in range(1, n):
+        x = cfg[i]
+        k = i - 1
+        while k >= 0 and _less(&x, &cfg[k]):
+            cfg[k + 1] = cfg[k]
+            k -= 1
+        cfg[k + 1] = x
+
+
 cdef class SetMachine:
     """The lazily built DFA of one grammar's context-independent walks (see the module doc)."""
 
@@ -99,11 +112,17 @@ cdef class SetMachine:
         self.remap_cap = 64
         self.remap = <int32_t*> malloc(self.remap_cap * sizeof(int32_t))
         self.max_sets = MAX_SETS
+        self.cm_mask = 255
+        self.cm_key = <int32_t*> malloc((self.cm_mask + 1) * 6 * sizeof(int32_t))
+        self.cm_val = <int32_t*> malloc((self.cm_mask + 1) * sizeof(int32_t))
+        if self.cm_key != NULL:
+            for i in range(self.cm_mask + 1):
+                self.cm_key[i * 6] = -3
         self.lock = PyThread_allocate_lock()
         if (self.fh == NULL or self.sh == NULL or self.pool == NULL or self.s_off == NULL or self.s_len == NULL
                 or self.s_ws == NULL or self.sn_cnt == NULL or self.sn_off == NULL or self.sn_pool == NULL
                 or self.blocks == NULL or self.s_bnd == NULL or self.s_bnd_ok == NULL or self.s_fix == NULL
-                or self.remap == NULL
+                or self.remap == NULL or self.cm_key == NULL or self.cm_val == NULL
                 or self.lock == NULL):
             raise MemoryError("set machine")
 
@@ -128,6 +147,8 @@ cdef class SetMachine:
         free(self.s_fix)
         free(self.fix_pool)
         free(self.remap)
+        free(self.cm_key)
+        free(self.cm_val)
         if self.lock != NULL:
             PyThread_free_lock(self.lock)
 
@@ -190,13 +211,7 @@ cdef class SetMachine:
         cdef int32_t* table
         cdef void* p
         cdef int64_t pcap
-        for i in range(1, n):  # insertion sort: sets are small
-            x = cfg[i]
-            k = i - 1
-            while k >= 0 and _less(&x, &cfg[k]):
-                cfg[k + 1] = cfg[k]
-                k -= 1
-            cfg[k + 1] = x
+        _sort_cfgs(cfg, n)
         for i in range(n):
             h = _mix(_mix(_mix(_mix(h, <uint32_t> cfg[i].state), <uint32_t> cfg[i].counter), <uint32_t> cfg[i].parent),
                      <uint32_t> cfg[i].ws)
@@ -313,16 +328,19 @@ cdef class SetMachine:
 
     # -- transitions ------------------------------------------------------------------------
     cdef int32_t compute(self, int32_t s, uint8_t byte) noexcept nogil:
-        """Fill the row entries of set ``s`` for the piece of bytes around ``byte``; returns the entry."""
+        """Fill the row entries of set ``s`` for the piece of bytes around ``byte``; returns the entry.
+
+        A set steps configuration by configuration (``cfg_step``, memoized), and the
+        results are united: a set's step is the union of its configurations' steps.
+        """
         cdef const Tables* t = self.t
         cdef int64_t off = self.s_off[s]
-        cdef int32_t n = self.s_len[s], i, e, st, lo, hi, k, w, f, par, old_fr, nnew, r, cap
-        cdef int flags = 0
-        cdef Arena* a = &self.a
-        cdef void* p
+        cdef int32_t n = self.s_len[s], i, j, e, st, lo, hi, r, r1, n_live = 0, flag = 0, ws_cap = self.s_ws[s]
         cdef uint64_t* bnd = &self.s_bnd[<int64_t> s * 4]
         cdef uint64_t x
         cdef int32_t* row
+        cdef int32_t live[8]
+        cdef Config c
         if not self.s_bnd_ok[s]:
             # where the pieces of bytes start: byte 0, and each edge's first byte and the byte past its last
             bnd[0] = 1
@@ -346,6 +364,135 @@ cdef class SetMachine:
             x = bnd[i]
         lo = i * 64 + 63 - clz64(x)
         hi = self.piece_end(s, byte)
+        self.computed += 1
+        for i in range(n):
+            c = self.pool[off + i]  # a copy: the pool may move while stepping
+            r1 = self.cfg_step(c, byte, ws_cap)
+            if r1 == D_DEAD:
+                continue
+            if r1 == D_DEAD_CTX:
+                flag = 1
+                continue
+            if r1 < 0:
+                return r1
+            flag |= r1 & 1
+            for j in range(n_live):
+                if live[j] == r1 >> 1:
+                    break
+            else:
+                if n_live == 8:
+                    n_live = -1
+                    break
+                live[n_live] = r1 >> 1
+                n_live += 1
+        if n_live < 0:  # results of many configurations: step the set at once
+            r = self.step_cfgs(&self.pool[off], n, byte, ws_cap)
+        elif n_live == 0:
+            r = D_DEAD_CTX if flag else D_DEAD
+        elif n_live == 1:
+            r = 2 * live[0] + flag
+        else:
+            r = self.union_sets(live, n_live, ws_cap)
+            if r >= 0:
+                r = 2 * r + flag
+        if r <= D_OVERFLOW:
+            return r
+        row = row_of(self, s)
+        for i in range(lo, hi + 1):
+            row[i] = r
+        return r
+
+    cdef int32_t cfg_step(self, Config c, uint8_t byte, int32_t ws_cap) noexcept nogil:
+        """One configuration's step by ``byte`` as a row entry; memoized when one edge matches.
+
+        With one matching edge the result depends only on the edge's target and whitespace
+        charge, the counter, frame and whitespace spent, and the window: many states share
+        such edges (every node of a key's name trie leaves to the same free tail).
+        """
+        cdef const Tables* t = self.t
+        cdef int32_t st = c.state, e, m = 0, tgt = 0, wsf = 0, r
+        cdef uint32_t h, j
+        cdef int32_t* k
+        if st < 0 or not (t.byteset[st * 8 + (byte >> 5)] >> (byte & 31)) & 1:
+            return D_DEAD
+        for e in range(t.b_start[st], t.b_start[st + 1]):
+            if t.b_lo[e] > byte:
+                break
+            if byte <= t.b_hi[e]:
+                m += 1
+                tgt = t.b_tgt[e]
+                wsf = t.b_ws[e]
+        if m != 1:
+            return self.step_cfgs(&c, 1, byte, ws_cap)
+        h = _mix(_mix(_mix(_mix(_mix(_mix(0x811C9DC5u, <uint32_t> tgt), <uint32_t> wsf), <uint32_t> c.counter),
+                           <uint32_t> c.parent), <uint32_t> c.ws), <uint32_t> ws_cap)
+        j = h & <uint32_t> self.cm_mask
+        while self.cm_key[j * 6] != -3:
+            k = &self.cm_key[j * 6]
+            if (k[0] == tgt and k[1] == wsf and k[2] == c.counter and k[3] == c.parent and k[4] == c.ws
+                    and k[5] == ws_cap):
+                return self.cm_val[j]
+            j = (j + 1) & <uint32_t> self.cm_mask
+        r = self.step_cfgs(&c, 1, byte, ws_cap)
+        if r <= D_OVERFLOW or not self.cm_room():
+            return r
+        j = h & <uint32_t> self.cm_mask
+        while self.cm_key[j * 6] != -3:
+            j = (j + 1) & <uint32_t> self.cm_mask
+        k = &self.cm_key[j * 6]
+        k[0] = tgt
+        k[1] = wsf
+        k[2] = c.counter
+        k[3] = c.parent
+        k[4] = c.ws
+        k[5] = ws_cap
+        self.cm_val[j] = r
+        self.cm_len += 1
+        return r
+
+    cdef bint cm_room(self) noexcept nogil:
+        """Make room for one more memo entry (rehash at half load); False when out of memory."""
+        cdef int32_t cap, i, old_cap = self.cm_mask + 1
+        cdef int32_t* keys
+        cdef int32_t* vals
+        cdef uint32_t h, j
+        cdef int32_t* k
+        if (self.cm_len + 1) * 2 <= old_cap:
+            return True
+        cap = old_cap * 2
+        keys = <int32_t*> malloc(cap * 6 * sizeof(int32_t))
+        vals = <int32_t*> malloc(cap * sizeof(int32_t))
+        if keys == NULL or vals == NULL:
+            free(keys)
+            free(vals)
+            return False
+        for i in range(cap):
+            keys[i * 6] = -3
+        for i in range(old_cap):
+            k = &self.cm_key[i * 6]
+            if k[0] == -3:
+                continue
+            h = _mix(_mix(_mix(_mix(_mix(_mix(0x811C9DC5u, <uint32_t> k[0]), <uint32_t> k[1]), <uint32_t> k[2]),
+                               <uint32_t> k[3]), <uint32_t> k[4]), <uint32_t> k[5])
+            j = h & <uint32_t> (cap - 1)
+            while keys[j * 6] != -3:
+                j = (j + 1) & <uint32_t> (cap - 1)
+            memcpy(&keys[j * 6], k, 6 * sizeof(int32_t))
+            vals[j] = self.cm_val[i]
+        free(self.cm_key)
+        free(self.cm_val)
+        self.cm_key = keys
+        self.cm_val = vals
+        self.cm_mask = cap - 1
+        return True
+
+    cdef int32_t step_cfgs(self, const Config* src, int32_t n, uint8_t byte, int32_t ws_cap) noexcept nogil:
+        """Step ``src[0:n]`` (not inside the pool) by ``byte`` and intern the result: a row entry."""
+        cdef const Tables* t = self.t
+        cdef int32_t i, k, w, f, par, old_fr, nnew, cap
+        cdef int flags = 0
+        cdef Arena* a = &self.a
+        cdef void* p
         if n > a.cfg_cap:
             cap = a.cfg_cap
             while cap < n:
@@ -355,50 +502,75 @@ cdef class SetMachine:
                 return D_OVERFLOW
             a.cfg = <Config*> p
             a.cfg_cap = cap
-        memcpy(a.cfg, &self.pool[off], n * sizeof(Config))
+        memcpy(a.cfg, src, n * sizeof(Config))
         a.cfg_len = n
         old_fr = self.n_fr
         a.n_frames = old_fr
-        k = step(t, a, 0, n, byte, True, self.s_ws[s], &flags)
-        self.computed += 1
+        k = step(t, a, 0, n, byte, True, ws_cap, &flags)
+        self.stepped += 1
         if flags & F_OVERFLOW:
             a.n_frames = old_fr
             return D_OVERFLOW
         if k == 0:
-            r = D_DEAD_CTX if flags & F_NEED_CTX else D_DEAD
-        else:
-            # intern the frames the step created (a frame's parent precedes it), then the set
-            nnew = a.n_frames - old_fr
-            if nnew > self.remap_cap:
-                p = realloc(self.remap, nnew * 2 * sizeof(int32_t))
-                if p == NULL:
-                    a.n_frames = old_fr
-                    return D_OVERFLOW
-                self.remap = <int32_t*> p
-                self.remap_cap = nnew * 2
-            for i in range(nnew):
-                f = old_fr + i
-                par = a.frames[f].parent
-                if par >= old_fr:
-                    par = self.remap[par - old_fr]
-                # interning may append at n_fr <= f, over a frame already read
-                w = self.intern_frame(a.frames[f].ret, a.frames[f].counter, par)
-                if w < 0:
-                    a.n_frames = self.n_fr
-                    return D_OVERFLOW
-                self.remap[i] = w
-            a.n_frames = self.n_fr
-            for i in range(n, n + k):
-                if a.cfg[i].parent >= old_fr:
-                    a.cfg[i].parent = self.remap[a.cfg[i].parent - old_fr]
-            w = self.intern_set(&a.cfg[n], k, self.s_ws[s])
+            return D_DEAD_CTX if flags & F_NEED_CTX else D_DEAD
+        # intern the frames the step created (a frame's parent precedes it), then the set
+        nnew = a.n_frames - old_fr
+        if nnew > self.remap_cap:
+            p = realloc(self.remap, nnew * 2 * sizeof(int32_t))
+            if p == NULL:
+                a.n_frames = old_fr
+                return D_OVERFLOW
+            self.remap = <int32_t*> p
+            self.remap_cap = nnew * 2
+        for i in range(nnew):
+            f = old_fr + i
+            par = a.frames[f].parent
+            if par >= old_fr:
+                par = self.remap[par - old_fr]
+            # interning may append at n_fr <= f, over a frame already read
+            w = self.intern_frame(a.frames[f].ret, a.frames[f].counter, par)
             if w < 0:
-                return w
-            r = 2 * w + (1 if flags & F_NEED_CTX else 0)
-        row = row_of(self, s)
-        for i in range(lo, hi + 1):
-            row[i] = r
-        return r
+                a.n_frames = self.n_fr
+                return D_OVERFLOW
+            self.remap[i] = w
+        a.n_frames = self.n_fr
+        for i in range(n, n + k):
+            if a.cfg[i].parent >= old_fr:
+                a.cfg[i].parent = self.remap[a.cfg[i].parent - old_fr]
+        w = self.intern_set(&a.cfg[n], k, ws_cap)
+        if w < 0:
+            return w
+        return 2 * w + (1 if flags & F_NEED_CTX else 0)
+
+    cdef int32_t union_sets(self, const int32_t* ids, int32_t m, int32_t ws_cap) noexcept nogil:
+        """The set holding every configuration of sets ``ids[0:m]``: its id, or D_OVERFLOW / D_FULL."""
+        cdef int32_t i, j, n = 0, cap, k
+        cdef Arena* a = &self.a
+        cdef void* p
+        for i in range(m):
+            n += self.s_len[ids[i]]
+        if n > a.cfg_cap:
+            cap = a.cfg_cap
+            while cap < n:
+                cap *= 2
+            p = realloc(a.cfg, cap * sizeof(Config))
+            if p == NULL:
+                return D_OVERFLOW
+            a.cfg = <Config*> p
+            a.cfg_cap = cap
+        n = 0
+        for i in range(m):
+            memcpy(&a.cfg[n], &self.pool[self.s_off[ids[i]]], self.s_len[ids[i]] * sizeof(Config))
+            n += self.s_len[ids[i]]
+        _sort_cfgs(a.cfg, n)
+        j = 0
+        for i in range(n):
+            if j == 0 or memcmp(&a.cfg[j - 1], &a.cfg[i], sizeof(Config)) != 0:
+                a.cfg[j] = a.cfg[i]
+                j += 1
+        if j > a.max_configs:
+            return D_OVERFLOW
+        return self.intern_set(a.cfg, j, ws_cap)
 
     cdef const uint8_t* fixed_verdicts(self, int32_t s, const SliceTables* sl) noexcept nogil:
         """For a set that every safe character leads back to: the verdict on each rest from it, else NULL.
