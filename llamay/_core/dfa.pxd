@@ -60,8 +60,8 @@ cdef class SetMachine:
     cdef int32_t n_blocks
     cdef uint64_t* s_bnd        # per set, 256 bits: where a piece of bytes its edges treat alike starts
     cdef uint8_t* s_bnd_ok
-    cdef int64_t* s_fix         # per set: offset of its rest verdicts in fix_pool, or FIX_UNKNOWN / FIX_NONE
-    cdef uint8_t* fix_pool      # per fixed point and rest: 0 rejected, 1 accepted, 2 undecided
+    cdef int64_t* s_fix         # per set: offset of its verdict record in fix_pool, or FIX_UNKNOWN / FIX_NONE
+    cdef int32_t* fix_pool      # verdict records (see ``fixed_verdicts``)
     cdef int64_t fix_len
     cdef int64_t fix_cap
     cdef int32_t* sn_cnt        # slice step per set: how many sets a safe character leads to, or an SN_* code
@@ -78,6 +78,8 @@ cdef class SetMachine:
     cdef readonly int64_t computed   # row pieces computed so far
     cdef readonly int64_t stepped    # ``step`` calls they took (the rest came from the memo)
     cdef readonly int64_t visited    # trie nodes walked so far
+    cdef int64_t v_kind[4]           # ... by kind of walk (see ``kinds``)
+    cdef int64_t n_kind[4]
     cdef readonly int64_t checked    # transitions computed by slice checks (part of ``computed``)
 
     cdef int32_t intern_frame(self, int32_t ret, int32_t counter, int32_t parent) noexcept nogil
@@ -89,7 +91,7 @@ cdef class SetMachine:
     cdef int32_t union_sets(self, const int32_t* ids, int32_t m, int32_t ws_cap) noexcept nogil
     cdef int32_t piece_end(self, int32_t s, int32_t byte) noexcept nogil
     cdef int32_t slice_step(self, int32_t s) noexcept nogil
-    cdef const uint8_t* fixed_verdicts(self, int32_t s, const SliceTables* sl) noexcept nogil
+    cdef const int32_t* fixed_verdicts(self, int32_t s, const SliceTables* sl) noexcept nogil
 
 
 cdef inline int32_t* row_of(SetMachine m, int32_t s) noexcept nogil:

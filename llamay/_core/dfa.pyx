@@ -153,6 +153,11 @@ cdef class SetMachine:
             PyThread_free_lock(self.lock)
 
     @property
+    def kinds(self):
+        """Walks so far by kind (whole trie, other tokens, rest groups, long tokens): (count, nodes)."""
+        return [(self.n_kind[i], self.v_kind[i]) for i in range(4)]
+
+    @property
     def n_sets(self):
         return self.n_sets
 
@@ -572,16 +577,20 @@ cdef class SetMachine:
             return D_OVERFLOW
         return self.intern_set(a.cfg, j, ws_cap)
 
-    cdef const uint8_t* fixed_verdicts(self, int32_t s, const SliceTables* sl) noexcept nogil:
-        """For a set that every safe character leads back to: the verdict on each rest from it, else NULL.
+    cdef const int32_t* fixed_verdicts(self, int32_t s, const SliceTables* sl) noexcept nogil:
+        """For a set that every safe character leads back to: which tokens of ``other`` it accepts, else NULL.
 
         From such a set, a token made of safe characters and then a rest is decided by its rest
-        alone, so the rests are walked once (``sl.rests``) and the verdicts kept.
+        alone, so the rests are walked once (``sl.rests``). The record: ``n_acc``, ``n_und``,
+        then the accepted tokens' positions in ``other`` (ascending) and their ids, then the
+        same for the undecided ones; a subtree's tokens are a slice of each list.
         """
-        cdef int64_t off = self.s_fix[s], cap
-        cdef int32_t c, rc, i
+        cdef int64_t off = self.s_fix[s], cap, need
+        cdef int32_t c, rc, i, j, r, n_acc = 0, n_und = 0, n_other = sl.other.node_tok[sl.other.n_nodes]
         cdef IntVec acc, cd
         cdef int32_t* st
+        cdef int32_t* rec
+        cdef uint8_t* verdict
         cdef void* p
         if off >= 0:
             return &self.fix_pool[off]
@@ -597,33 +606,57 @@ cdef class SetMachine:
         cd.data = NULL
         cd.len = cd.cap = 0
         st = <int32_t*> malloc((sl.rests.max_depth + 2) * sizeof(int32_t))
-        if st == NULL:
+        verdict = <uint8_t*> calloc(sl.n_rests + 1, 1)
+        if st == NULL or verdict == NULL:
+            free(st)
+            free(verdict)
             return NULL
         rc = mwalk(self, sl.rests, 0, sl.rests.n_nodes, 0, s, NULL, &acc, &cd, st)
         free(st)
-        if rc == 0 and self.fix_len + sl.n_rests > self.fix_cap:
-            cap = max(self.fix_cap * 2, self.fix_len + sl.n_rests, 4096)
-            p = realloc(self.fix_pool, cap)
+        for i in range(acc.len):
+            verdict[acc.data[i]] = 1
+        for i in range(cd.len):
+            verdict[cd.data[i]] = 2
+        free(acc.data)
+        free(cd.data)
+        for j in range(n_other):
+            r = sl.other_rest[j]
+            if r < 0 or verdict[r] == 1:
+                n_acc += 1
+            elif verdict[r] == 2:
+                n_und += 1
+        need = 2 + 2 * (<int64_t> n_acc + n_und)
+        if rc == 0 and self.fix_len + need > self.fix_cap:
+            cap = max(self.fix_cap * 2, self.fix_len + need, 4096)
+            p = realloc(self.fix_pool, cap * sizeof(int32_t))
             if p == NULL:
                 rc = D_OVERFLOW
             else:
-                self.fix_pool = <uint8_t*> p
+                self.fix_pool = <int32_t*> p
                 self.fix_cap = cap
         if rc != 0:
-            free(acc.data)
-            free(cd.data)
+            free(verdict)
             return NULL
         off = self.fix_len
-        memset(&self.fix_pool[off], 0, sl.n_rests)
-        for i in range(acc.len):
-            self.fix_pool[off + acc.data[i]] = 1
-        for i in range(cd.len):
-            self.fix_pool[off + cd.data[i]] = 2
-        free(acc.data)
-        free(cd.data)
-        self.fix_len += sl.n_rests
+        rec = &self.fix_pool[off]
+        rec[0] = n_acc
+        rec[1] = n_und
+        n_acc = 0
+        n_und = 0
+        for j in range(n_other):
+            r = sl.other_rest[j]
+            if r < 0 or verdict[r] == 1:
+                rec[2 + n_acc] = j
+                rec[2 + rec[0] + n_acc] = sl.other.tok_ids[j]
+                n_acc += 1
+            elif verdict[r] == 2:
+                rec[2 + 2 * rec[0] + n_und] = j
+                rec[2 + 2 * rec[0] + rec[1] + n_und] = sl.other.tok_ids[j]
+                n_und += 1
+        free(verdict)
+        self.fix_len += need
         self.s_fix[s] = off
-        return &self.fix_pool[off]
+        return rec
 
     cdef int32_t piece_end(self, int32_t s, int32_t byte) noexcept nogil:
         """The last byte of the piece of set ``s`` that holds ``byte`` (its bounds must be known)."""
@@ -850,6 +883,18 @@ cdef int mwalk(SetMachine m, const TrieTables* tr, int32_t first, int32_t last, 
     return 0
 
 
+cdef inline int32_t _lower_bound(const int32_t* a, int32_t n, int32_t x) noexcept nogil:
+    """The first index of ascending ``a[0:n]`` holding a value >= ``x``."""
+    cdef int32_t lo = 0, hi = n, mid
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if a[mid] < x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
 cdef int owalk(SetMachine m, const SliceTables* sl, int32_t start, IntVec* acc, IntVec* cd, int32_t* st,
                int8_t* uu) noexcept nogil:
     """Walk the ``other`` trie from ``start`` into ``acc`` / ``cd``, like ``mwalk``, but by subtrees where it can.
@@ -865,9 +910,8 @@ cdef int owalk(SetMachine m, const SliceTables* sl, int32_t start, IntVec* acc, 
     cdef const int32_t* nsize = tr.node_size
     cdef const int32_t* ntok = tr.node_tok
     cdef const int32_t* tids = tr.tok_ids
-    cdef const int32_t* orest = sl.other_rest
-    cdef const uint8_t* ver
-    cdef int32_t i = 0, last = tr.n_nodes, d, e, j, lo, hi, x, p, q, r, u
+    cdef const int32_t* rec
+    cdef int32_t i = 0, last = tr.n_nodes, d, e, j, lo, hi, x, p, q, r, u, a, b
     cdef int64_t n_vis = 0
     st[0] = 2 * start
     uu[0] = 0
@@ -897,26 +941,29 @@ cdef int owalk(SetMachine m, const SliceTables* sl, int32_t start, IntVec* acc, 
             u = _U8[u * 256 + (x & 255)]
         uu[d] = <int8_t> u
         if u == 0 and not (q & 1):
-            ver = m.fixed_verdicts(q >> 1, sl)
-            if ver != NULL:
+            rec = m.fixed_verdicts(q >> 1, sl)
+            if rec != NULL:
                 lo = ntok[i]
                 hi = ntok[i + nsize[i]]
-                for j in range(lo, hi):
-                    r = orest[j]
-                    if r < 0 or ver[r] == 1:
-                        if acc.len < acc.cap:
-                            acc.data[acc.len] = tids[j]
-                            acc.len += 1
-                        elif intvec_push_range(acc, &tids[j], 1) < 0:
-                            return D_OVERFLOW
-                    elif ver[r] == 2 and intvec_push_range(cd, &tids[j], 1) < 0:
+                a = _lower_bound(&rec[2], rec[0], lo)
+                b = _lower_bound(&rec[2], rec[0], hi)
+                if b > a and intvec_push_range(acc, &rec[2 + rec[0] + a], b - a) < 0:
+                    return D_OVERFLOW
+                if rec[1]:
+                    a = _lower_bound(&rec[2 + 2 * rec[0]], rec[1], lo)
+                    b = _lower_bound(&rec[2 + 2 * rec[0]], rec[1], hi)
+                    if b > a and intvec_push_range(cd, &rec[2 + 2 * rec[0] + rec[1] + a], b - a) < 0:
                         return D_OVERFLOW
                 i += nsize[i]
                 continue
         lo = ntok[i]
         hi = ntok[i + 1]
-        if lo < hi and intvec_push_range(acc, &tids[lo], hi - lo) < 0:
-            return D_OVERFLOW
+        if lo < hi:
+            if hi - lo == 1 and acc.len < acc.cap:
+                acc.data[acc.len] = tids[lo]
+                acc.len += 1
+            elif intvec_push_range(acc, &tids[lo], hi - lo) < 0:
+                return D_OVERFLOW
         i += 1
     m.visited += n_vis
     return 0
@@ -945,6 +992,7 @@ cdef int entry_walk(SetMachine m, const TrieTables* tr, const SliceTables* sl, i
     cdef int32_t* tmp
     cdef int32_t n_cur = 1, n_nxt, k, j, i, c, x, g, rc, r = -1, fixed = -1, levels
     cdef bint single = True, mixed = False, capped = True, dead, alive
+    cdef int64_t v0
     cdef const TrieTables* rest
     base[0] = -1
     if sl == NULL:
@@ -1008,11 +1056,19 @@ cdef int entry_walk(SetMachine m, const TrieTables* tr, const SliceTables* sl, i
         n_cur = n_nxt
     m.checked += m.computed - computed0
     if mixed:
-        return mwalk(m, tr, 0, tr.n_nodes, 0, start, dense, NULL, cd, st)
+        v0 = m.visited
+        rc = mwalk(m, tr, 0, tr.n_nodes, 0, start, dense, NULL, cd, st)
+        m.v_kind[0] += m.visited - v0
+        m.n_kind[0] += 1
+        return rc
     if not single:
         # r characters live (all of them when the levels repeat or run out): the rest by whole bytes
         base[0] = r if r >= 0 else levels
-        return owalk(m, sl, start, acc, cd, st, <int8_t*> &st[sl.other.max_depth + 2])
+        v0 = m.visited
+        rc = owalk(m, sl, start, acc, cd, st, <int8_t*> &st[sl.other.max_depth + 2])
+        m.v_kind[1] += m.visited - v0
+        m.n_kind[1] += 1
+        return rc
     rest = sl.rest
     if r >= 0:
         base[0] = r
@@ -1025,6 +1081,8 @@ cdef int entry_walk(SetMachine m, const TrieTables* tr, const SliceTables* sl, i
     else:
         base[0] = levels
         r = levels - 1
+    v0 = m.visited
+    m.n_kind[2] += 1
     for k in range(r + 1):
         g = sl.group_node[k]
         if g >= 0:
@@ -1032,8 +1090,13 @@ cdef int entry_walk(SetMachine m, const TrieTables* tr, const SliceTables* sl, i
                        st)
             if rc:
                 return rc
+    m.v_kind[2] += m.visited - v0
     if capped:  # ran out of levels: the tokens past them, by their bytes past them
-        return mwalk(m, sl.long, 0, sl.long.n_nodes, 0, chain[levels], NULL, acc, cd, st)
+        v0 = m.visited
+        rc = mwalk(m, sl.long, 0, sl.long.n_nodes, 0, chain[levels], NULL, acc, cd, st)
+        m.v_kind[3] += m.visited - v0
+        m.n_kind[3] += 1
+        return rc
     return 0
 
 
