@@ -35,6 +35,9 @@ ctypedef struct SliceTables:
     const TrieTables* other    # every token but the slice tokens of at most ``levels`` characters
     const int32_t* other_rest  # per token of ``other`` (in trie order): its index in ``rests``, -1: none
     const TrieTables* rests    # the rests alone (token ids: rest indices)
+    const int32_t* rest_pos    # per rest index: the position of its token in ``other``
+    const uint64_t* other_plain  # bitmap over positions in ``other``: tokens without a rest
+    int32_t other_words        # words of that bitmap
     int32_t n_rests
 
 cdef class SetMachine:
@@ -60,6 +63,8 @@ cdef class SetMachine:
     cdef int32_t n_blocks
     cdef uint64_t* s_bnd        # per set, 256 bits: where a piece of bytes its edges treat alike starts
     cdef uint8_t* s_bnd_ok
+    cdef uint64_t* s_live       # per set, 256 bits: bytes a walk must follow (live, or left for the context)
+    cdef int32_t* s_live_n      # their count, -1 until computed
     cdef int64_t* s_fix         # per set: offset of its verdict record in fix_pool, or FIX_UNKNOWN / FIX_NONE
     cdef int32_t* fix_pool      # verdict records (see ``fixed_verdicts``)
     cdef int64_t fix_len
@@ -90,6 +95,7 @@ cdef class SetMachine:
     cdef int32_t step_cfgs(self, const Config* src, int32_t n, uint8_t byte, int32_t ws_cap) noexcept nogil
     cdef int32_t union_sets(self, const int32_t* ids, int32_t m, int32_t ws_cap) noexcept nogil
     cdef int32_t piece_end(self, int32_t s, int32_t byte) noexcept nogil
+    cdef int32_t live_count(self, int32_t s) noexcept nogil
     cdef int32_t slice_step(self, int32_t s) noexcept nogil
     cdef const int32_t* fixed_verdicts(self, int32_t s, const SliceTables* sl) noexcept nogil
 
@@ -108,6 +114,8 @@ cdef class StringSlices:
     cdef dict _arrays
 
 
+cdef int walk_below(SetMachine m, const TrieTables* tr, int32_t parent, int32_t start, uint32_t* out, IntVec* acc,
+                    IntVec* cd, int32_t* st) noexcept nogil
 cdef int mwalk(SetMachine m, const TrieTables* tr, int32_t first, int32_t last, int32_t depth_off, int32_t start,
                uint32_t* out, IntVec* acc, IntVec* cd, int32_t* st) noexcept nogil
 cdef int entry_walk(SetMachine m, const TrieTables* tr, const SliceTables* sl, int32_t start, uint32_t* dense,

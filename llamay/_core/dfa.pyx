@@ -36,7 +36,7 @@ import numpy as np
 
 from .automaton cimport (F_NEED_CTX, F_OVERFLOW, Arena, CompiledGrammar, Config, Frame, Tables, arena_free,
                          arena_init, step)
-from .trie cimport TokenTrie, TrieTables
+from .trie cimport FAN_MIN, NODE_DEPTH, TokenTrie, TrieTables
 from .walk cimport IntVec, intvec_push_range
 
 from .. import limits
@@ -48,9 +48,11 @@ cdef extern from *:
     """
     static inline int llamay_clz64(unsigned long long x) { return __builtin_clzll(x); }
     static inline int llamay_ctz64(unsigned long long x) { return __builtin_ctzll(x); }
+    static inline int llamay_popcount64(unsigned long long x) { return __builtin_popcountll(x); }
     """
     int clz64 "llamay_clz64" (uint64_t x) noexcept nogil
     int ctz64 "llamay_ctz64" (uint64_t x) noexcept nogil
+    int popcount64 "llamay_popcount64" (uint64_t x) noexcept nogil
 
 
 cdef inline uint32_t _mix(uint32_t h, uint32_t x) noexcept nogil:
@@ -109,6 +111,8 @@ cdef class SetMachine:
         self.s_bnd = <uint64_t*> malloc(self.s_cap * 4 * sizeof(uint64_t))
         self.s_bnd_ok = <uint8_t*> malloc(self.s_cap * sizeof(uint8_t))
         self.s_fix = <int64_t*> malloc(self.s_cap * sizeof(int64_t))
+        self.s_live = <uint64_t*> malloc(self.s_cap * 4 * sizeof(uint64_t))
+        self.s_live_n = <int32_t*> malloc(self.s_cap * sizeof(int32_t))
         self.remap_cap = 64
         self.remap = <int32_t*> malloc(self.remap_cap * sizeof(int32_t))
         self.max_sets = MAX_SETS
@@ -122,6 +126,7 @@ cdef class SetMachine:
         if (self.fh == NULL or self.sh == NULL or self.pool == NULL or self.s_off == NULL or self.s_len == NULL
                 or self.s_ws == NULL or self.sn_cnt == NULL or self.sn_off == NULL or self.sn_pool == NULL
                 or self.blocks == NULL or self.s_bnd == NULL or self.s_bnd_ok == NULL or self.s_fix == NULL
+                or self.s_live == NULL or self.s_live_n == NULL
                 or self.remap == NULL or self.cm_key == NULL or self.cm_val == NULL
                 or self.lock == NULL):
             raise MemoryError("set machine")
@@ -145,6 +150,8 @@ cdef class SetMachine:
         free(self.s_bnd)
         free(self.s_bnd_ok)
         free(self.s_fix)
+        free(self.s_live)
+        free(self.s_live_n)
         free(self.fix_pool)
         free(self.remap)
         free(self.cm_key)
@@ -264,6 +271,14 @@ cdef class SetMachine:
             if p == NULL:
                 return D_OVERFLOW
             self.s_fix = <int64_t*> p
+            p = realloc(self.s_live, <size_t> cap * 4 * sizeof(uint64_t))
+            if p == NULL:
+                return D_OVERFLOW
+            self.s_live = <uint64_t*> p
+            p = realloc(self.s_live_n, cap * sizeof(int32_t))
+            if p == NULL:
+                return D_OVERFLOW
+            self.s_live_n = <int32_t*> p
             self.s_cap = cap
         if self.pool_len + n > self.pool_cap:
             pcap = self.pool_cap * 2
@@ -281,6 +296,7 @@ cdef class SetMachine:
         self.sn_cnt[s] = SN_UNKNOWN
         self.s_bnd_ok[s] = 0
         self.s_fix[s] = FIX_UNKNOWN
+        self.s_live_n[s] = -1
         if (s >> ROW_SHIFT) >= self.n_blocks:
             p = realloc(self.blocks, self.n_blocks * 2 * sizeof(int32_t*))
             if p == NULL:
@@ -586,11 +602,11 @@ cdef class SetMachine:
         same for the undecided ones; a subtree's tokens are a slice of each list.
         """
         cdef int64_t off = self.s_fix[s], cap, need
-        cdef int32_t c, rc, i, j, r, n_acc = 0, n_und = 0, n_other = sl.other.node_tok[sl.other.n_nodes]
+        cdef int32_t c, rc, i, j, n_acc = 0, n_und = 0, nw = sl.other_words
         cdef IntVec acc, cd
         cdef int32_t* st
         cdef int32_t* rec
-        cdef uint8_t* verdict
+        cdef uint64_t* wa
         cdef void* p
         if off >= 0:
             return &self.fix_pool[off]
@@ -605,26 +621,26 @@ cdef class SetMachine:
         acc.len = acc.cap = 0
         cd.data = NULL
         cd.len = cd.cap = 0
-        st = <int32_t*> malloc((sl.rests.max_depth + 2) * sizeof(int32_t))
-        verdict = <uint8_t*> calloc(sl.n_rests + 1, 1)
-        if st == NULL or verdict == NULL:
+        st = <int32_t*> malloc(2 * (sl.rests.max_depth + 2) * sizeof(int32_t))
+        wa = <uint64_t*> calloc(2 * nw, sizeof(uint64_t))  # accepted, then undecided positions of ``other``
+        if st == NULL or wa == NULL:
             free(st)
-            free(verdict)
+            free(wa)
             return NULL
-        rc = mwalk(self, sl.rests, 0, sl.rests.n_nodes, 0, s, NULL, &acc, &cd, st)
+        rc = walk_below(self, sl.rests, -1, s, NULL, &acc, &cd, st)
         free(st)
+        memcpy(wa, sl.other_plain, nw * sizeof(uint64_t))  # tokens without a rest: accepted from a fixed point
         for i in range(acc.len):
-            verdict[acc.data[i]] = 1
+            j = sl.rest_pos[acc.data[i]]
+            wa[j >> 6] |= (<uint64_t> 1) << (j & 63)
         for i in range(cd.len):
-            verdict[cd.data[i]] = 2
+            j = sl.rest_pos[cd.data[i]]
+            wa[nw + (j >> 6)] |= (<uint64_t> 1) << (j & 63)
         free(acc.data)
         free(cd.data)
-        for j in range(n_other):
-            r = sl.other_rest[j]
-            if r < 0 or verdict[r] == 1:
-                n_acc += 1
-            elif verdict[r] == 2:
-                n_und += 1
+        for i in range(nw):
+            n_acc += popcount64(wa[i])
+            n_und += popcount64(wa[nw + i])
         need = 2 + 2 * (<int64_t> n_acc + n_und)
         if rc == 0 and self.fix_len + need > self.fix_cap:
             cap = max(self.fix_cap * 2, self.fix_len + need, 4096)
@@ -635,28 +651,44 @@ cdef class SetMachine:
                 self.fix_pool = <int32_t*> p
                 self.fix_cap = cap
         if rc != 0:
-            free(verdict)
+            free(wa)
             return NULL
         off = self.fix_len
         rec = &self.fix_pool[off]
         rec[0] = n_acc
         rec[1] = n_und
-        n_acc = 0
-        n_und = 0
-        for j in range(n_other):
-            r = sl.other_rest[j]
-            if r < 0 or verdict[r] == 1:
-                rec[2 + n_acc] = j
-                rec[2 + rec[0] + n_acc] = sl.other.tok_ids[j]
-                n_acc += 1
-            elif verdict[r] == 2:
-                rec[2 + 2 * rec[0] + n_und] = j
-                rec[2 + 2 * rec[0] + rec[1] + n_und] = sl.other.tok_ids[j]
-                n_und += 1
-        free(verdict)
+        _list_bits(wa, nw, &rec[2], &rec[2 + n_acc], sl.other.tok_ids)
+        _list_bits(&wa[nw], nw, &rec[2 + 2 * n_acc], &rec[2 + 2 * n_acc + n_und], sl.other.tok_ids)
+        free(wa)
         self.fix_len += need
         self.s_fix[s] = off
         return rec
+
+    cdef int32_t live_count(self, int32_t s) noexcept nogil:
+        """How many bytes a walk must follow from ``s`` (``s_live``): every piece of its row computed."""
+        cdef int32_t b = 0, e, end, n = 0, k
+        cdef uint64_t live[4]
+        if self.s_live_n[s] >= 0:
+            return self.s_live_n[s]
+        live[0] = 0  # built here: computing pieces may move s_live
+        live[1] = 0
+        live[2] = 0
+        live[3] = 0
+        while b < 256:
+            e = row_of(self, s)[b]
+            if e == D_UNKNOWN:
+                e = self.compute(s, <uint8_t> b)
+                if e <= D_OVERFLOW:
+                    return e
+            end = self.piece_end(s, b)
+            if e >= 0 or e == D_DEAD_CTX:
+                for k in range(b, end + 1):
+                    live[k >> 6] |= (<uint64_t> 1) << (k & 63)
+                n += end + 1 - b
+            b = end + 1
+        memcpy(&self.s_live[<int64_t> s * 4], live, sizeof(live))
+        self.s_live_n[s] = n
+        return n
 
     cdef int32_t piece_end(self, int32_t s, int32_t byte) noexcept nogil:
         """The last byte of the piece of set ``s`` that holds ``byte`` (its bounds must be known)."""
@@ -830,6 +862,89 @@ cdef int32_t _safe_prefix(const uint8_t* b, int32_t n, int32_t* chars, int32_t l
 
 # -- walks ------------------------------------------------------------------------------------
 
+cdef enum:
+    _DENSE = 1  # _sparse declined: walk the children one by one
+
+
+cdef extern from *:
+    """
+    /* The walk's inner loop, in plain C so that the compiler keeps it in registers. It stops at
+       an event for the Cython driver (mwalk) to handle, leaving the state so that it resumes. */
+    typedef struct {
+        const int32_t* ndb; const int32_t* nsize; const int32_t* ntok; const int32_t* tids; const int32_t* fan;
+        int32_t* st; uint32_t* out; int32_t* acc_data; int32_t acc_len; int32_t acc_cap;
+        int32_t i; int32_t last; int32_t doff; int32_t cd_on; int64_t visited;
+    } llamay_wk;
+    enum { LLAMAY_WK_DONE = 0, LLAMAY_WK_UNKNOWN = 1, LLAMAY_WK_CD = 2, LLAMAY_WK_ACC = 3, LLAMAY_WK_FAN = 4 };
+    #define LLAMAY_NODE_FAN (1 << 30)
+    /* One body, two instances: tokens into a bitmask (DENSE 1) or onto a list. Few live values,
+       so that the loop runs from registers: st is offset by the depth base, the fan flag rides
+       in node_db, blocks gives a set's row in two loads. */
+    #define LLAMAY_WK_BODY(DENSE)                                                                  \
+        const int32_t* ndb = w->ndb; const int32_t* nsize = w->nsize; const int32_t* ntok = w->ntok;  \
+        const int32_t* tids = w->tids; int32_t* st = w->st - w->doff;                                  \
+        int32_t i = w->i; const int32_t last = w->last; int64_t vis = 0; int ev = LLAMAY_WK_DONE;     \
+        uint32_t* out = w->out; int32_t* acc = w->acc_data + w->acc_len;                              \
+        int32_t* const acc_end = w->acc_data + w->acc_cap;                                              \
+        while (i < last) {                                                                             \
+            const int32_t x = ndb[i];                                                                  \
+            const int32_t d = (x >> 8) & ((1 << 22) - 1);                                              \
+            const int32_t p = st[d - 1];                                                               \
+            const int32_t e = blocks[p >> 8][((p >> 1) & 127) << 8 | (x & 255)];                       \
+            if (e < 0) {                                                                               \
+                if (e == -1) { ev = LLAMAY_WK_UNKNOWN; break; }                                        \
+                vis++;                                                                                 \
+                if (w->cd_on && ((p & 1) || e == -3)) { ev = LLAMAY_WK_CD; break; }                    \
+                i += nsize[i];                                                                         \
+                continue;                                                                              \
+            }                                                                                          \
+            const int32_t lo = ntok[i], hi = ntok[i + 1];                                              \
+            if (lo != hi) {                                                                            \
+                if (DENSE) {                                                                           \
+                    for (int32_t j = lo; j < hi; j++) { int32_t t = tids[j]; out[t >> 5] |= (uint32_t)1 << (t & 31); } \
+                } else {                                                                               \
+                    if (acc + (hi - lo) > acc_end) { ev = LLAMAY_WK_ACC; break; }                      \
+                    for (int32_t j = lo; j < hi; j++) *acc++ = tids[j];                                \
+                }                                                                                      \
+            }                                                                                          \
+            vis++;                                                                                     \
+            st[d] = e | (p & 1);                                                                       \
+            if ((x & LLAMAY_NODE_FAN) && !((e | p) & 1)) { ev = LLAMAY_WK_FAN; break; }                \
+            i++;                                                                                       \
+        }                                                                                              \
+        w->i = i; w->acc_len = (int32_t)(acc - w->acc_data); w->visited += vis;                        \
+        return ev;
+    __attribute__((noinline)) static int llamay_wk_dense(llamay_wk* w, int32_t* const* blocks) { LLAMAY_WK_BODY(1) }
+    __attribute__((noinline)) static int llamay_wk_list(llamay_wk* w, int32_t* const* blocks) { LLAMAY_WK_BODY(0) }
+    static int llamay_wk_run(llamay_wk* w, int32_t* const* blocks) {
+        return w->out ? llamay_wk_dense(w, blocks) : llamay_wk_list(w, blocks);
+    }
+    """
+    ctypedef struct llamay_wk:
+        const int32_t* ndb
+        const int32_t* nsize
+        const int32_t* ntok
+        const int32_t* tids
+        const int32_t* fan
+        int32_t* st
+        uint32_t* out
+        int32_t* acc_data
+        int32_t acc_len
+        int32_t acc_cap
+        int32_t i
+        int32_t last
+        int32_t doff
+        int32_t cd_on
+        int64_t visited
+    enum:
+        LLAMAY_WK_DONE
+        LLAMAY_WK_UNKNOWN
+        LLAMAY_WK_CD
+        LLAMAY_WK_ACC
+        LLAMAY_WK_FAN
+    int llamay_wk_run(llamay_wk* w, int32_t** blocks) noexcept nogil
+
+
 cdef int mwalk(SetMachine m, const TrieTables* tr, int32_t first, int32_t last, int32_t depth_off, int32_t start,
                uint32_t* out, IntVec* acc, IntVec* cd, int32_t* st) noexcept nogil:
     """Walk trie nodes ``first:last`` (depths less ``depth_off`` start at 1) from set ``start``.
@@ -838,49 +953,148 @@ cdef int mwalk(SetMachine m, const TrieTables* tr, int32_t first, int32_t last, 
     under a dead node that some path left for the context go to ``cd``. ``st[d]`` holds the
     set at depth ``d`` as a row entry (twice the id, plus the flag of a path left for the
     context on the way). Returns 0, or D_OVERFLOW / D_FULL.
+
+    The loop itself is ``llamay_wk_run``; this driver handles what it stops for: a row entry
+    to compute, a dead subtree whose tokens the context decides, a full token list, a node
+    with many children (``_sparse``).
     """
-    cdef const int32_t* ndb = tr.node_db
-    cdef const int32_t* nsize = tr.node_size
-    cdef const int32_t* ntok = tr.node_tok
-    cdef const int32_t* tids = tr.tok_ids
-    cdef int32_t i = first, d, e, j, tok, lo, hi, x, p
-    cdef int64_t n_vis = 0
+    cdef llamay_wk w
+    cdef int ev, rc = 0
+    cdef int32_t i, x, d, p, e, lo, hi, need, cap
+    cdef void* q
+    w.ndb = tr.node_db
+    w.nsize = tr.node_size
+    w.ntok = tr.node_tok
+    w.tids = tr.tok_ids
+    w.fan = tr.fan_off
+    w.st = st
+    w.out = out
+    w.acc_data = acc.data if acc != NULL else NULL
+    w.acc_len = acc.len if acc != NULL else 0
+    w.acc_cap = acc.cap if acc != NULL else 0
+    w.i = first
+    w.last = last
+    w.doff = depth_off
+    w.cd_on = cd != NULL
+    w.visited = 0
     st[0] = 2 * start
-    while i < last:
-        n_vis += 1
-        x = ndb[i]
-        d = (x >> 8) - depth_off
+    while True:
+        ev = llamay_wk_run(&w, m.blocks)
+        if ev == LLAMAY_WK_DONE:
+            break
+        i = w.i
+        x = tr.node_db[i]
+        d = ((x >> 8) & NODE_DEPTH) - depth_off
         p = st[d - 1]
-        e = row_of(m, p >> 1)[x & 255]
-        if e == D_UNKNOWN:
+        if ev == LLAMAY_WK_UNKNOWN:
             e = m.compute(p >> 1, <uint8_t> (x & 255))
-        if e < 0:
             if e <= D_OVERFLOW:
-                m.visited += n_vis
-                return e
-            if cd != NULL and ((p & 1) or e == D_DEAD_CTX):
-                lo = ntok[i]
-                hi = ntok[i + nsize[i]]
-                if intvec_push_range(cd, &tids[lo], hi - lo) < 0:
-                    return D_OVERFLOW
-            i += nsize[i]
-            continue
-        st[d] = e | (p & 1)
-        lo = ntok[i]
-        hi = ntok[i + 1]
-        if lo < hi:
-            if out != NULL:
-                for j in range(lo, hi):
-                    tok = tids[j]
-                    out[tok >> 5] |= (<uint32_t> 1) << (tok & 31)
-            elif hi - lo == 1 and acc.len < acc.cap:
-                acc.data[acc.len] = tids[lo]
-                acc.len += 1
-            elif intvec_push_range(acc, &tids[lo], hi - lo) < 0:
-                return D_OVERFLOW
-        i += 1
-    m.visited += n_vis
+                rc = e
+                break
+        elif ev == LLAMAY_WK_CD:
+            lo = tr.node_tok[i]
+            hi = tr.node_tok[i + tr.node_size[i]]
+            if intvec_push_range(cd, &tr.tok_ids[lo], hi - lo) < 0:
+                rc = D_OVERFLOW
+                break
+            w.i = i + tr.node_size[i]
+        elif ev == LLAMAY_WK_ACC:
+            need = w.acc_len + tr.node_tok[i + 1] - tr.node_tok[i]
+            cap = max(64, 2 * w.acc_cap)
+            while cap < need:
+                cap *= 2
+            q = realloc(w.acc_data, cap * sizeof(int32_t))
+            if q == NULL:
+                rc = D_OVERFLOW
+                break
+            w.acc_data = <int32_t*> q
+            w.acc_cap = cap
+        else:  # LLAMAY_WK_FAN: node i is live, its tokens taken; maybe walk only the children that live
+            if acc != NULL:
+                acc.data = w.acc_data
+                acc.len = w.acc_len
+                acc.cap = w.acc_cap
+            rc = _sparse(m, tr, &tr.fan_pool[tr.fan_off[i]], st[d] >> 1, out, acc, cd, &st[d])
+            if acc != NULL:
+                w.acc_data = acc.data
+                w.acc_len = acc.len
+                w.acc_cap = acc.cap
+            if rc == _DENSE:
+                rc = 0
+                w.i = i + 1
+            elif rc == 0:
+                w.i = i + tr.node_size[i]
+            else:
+                break
+    if acc != NULL:
+        acc.data = w.acc_data
+        acc.len = w.acc_len
+        acc.cap = w.acc_cap
+    m.visited += w.visited
+    return rc
+
+
+cdef int _sparse(SetMachine m, const TrieTables* tr, const int32_t* rec, int32_t s, uint32_t* out, IntVec* acc,
+                 IntVec* cd, int32_t* st) noexcept nogil:
+    """Walk only the children (of the node with record ``rec``) whose byte set ``s`` follows.
+
+    Declines (_DENSE) when those are over half the children: then the plain walk is cheaper.
+    ``st`` is the walk's slot of the parent's depth. Returns 0, _DENSE, or a D_* failure.
+    """
+    cdef int32_t n_live = m.live_count(s), w, b, c, rank, rc, fan = 0, hits = 0
+    cdef uint64_t live[4]
+    cdef uint64_t have[4]
+    cdef uint64_t x
+    if n_live < 0:
+        return n_live
+    memcpy(live, &m.s_live[<int64_t> s * 4], sizeof(live))  # a copy: walking below may move s_live
+    for w in range(4):
+        have[w] = (<uint64_t> <uint32_t> rec[2 * w]) | ((<uint64_t> <uint32_t> rec[2 * w + 1]) << 32)
+        fan += popcount64(have[w])
+        hits += popcount64(have[w] & live[w])
+    if hits * 2 > fan:
+        return _DENSE
+    rank = 0
+    for w in range(4):
+        x = have[w] & live[w]
+        while x:
+            b = ctz64(x)
+            x &= x - 1
+            c = rec[8 + rank + popcount64(have[w] & (((<uint64_t> 1) << b) - 1))]
+            rc = mwalk(m, tr, c, c + tr.node_size[c], ((tr.node_db[c] >> 8) & NODE_DEPTH) - 1, s, out, acc, cd, st)
+            if rc:
+                return rc
+        rank += popcount64(have[w])
     return 0
+
+
+cdef int walk_below(SetMachine m, const TrieTables* tr, int32_t parent, int32_t start, uint32_t* out, IntVec* acc,
+                    IntVec* cd, int32_t* st) noexcept nogil:
+    """Walk the subtrees below ``parent`` (-1: the whole trie) from set ``start``, sparsely when few bytes live."""
+    cdef int32_t rec = tr.root_fan if parent < 0 else tr.fan_off[parent], rc, first, last
+    st[0] = 2 * start
+    if rec >= 0:
+        rc = _sparse(m, tr, &tr.fan_pool[rec], start, out, acc, cd, st)
+        if rc != _DENSE:
+            return rc
+    first = parent + 1
+    last = tr.n_nodes if parent < 0 else parent + tr.node_size[parent]
+    return mwalk(m, tr, first, last, 0 if parent < 0 else (tr.node_db[parent] >> 8) & NODE_DEPTH, start, out, acc, cd,
+                 st)
+
+
+cdef void _list_bits(const uint64_t* bits, int32_t nw, int32_t* pos, int32_t* toks, const int32_t* tids) noexcept nogil:
+    """The set bits of ``bits[0:nw]``, ascending, into ``pos``, and ``tids`` at them into ``toks``."""
+    cdef int32_t w, k = 0, j
+    cdef uint64_t x
+    for w in range(nw):
+        x = bits[w]
+        while x:
+            j = w * 64 + ctz64(x)
+            x &= x - 1
+            pos[k] = j
+            toks[k] = tids[j]
+            k += 1
 
 
 cdef inline int32_t _lower_bound(const int32_t* a, int32_t n, int32_t x) noexcept nogil:
@@ -918,7 +1132,7 @@ cdef int owalk(SetMachine m, const SliceTables* sl, int32_t start, IntVec* acc, 
     while i < last:
         n_vis += 1
         x = ndb[i]
-        d = x >> 8
+        d = (x >> 8) & NODE_DEPTH
         p = st[d - 1]
         e = row_of(m, p >> 1)[x & 255]
         if e == D_UNKNOWN:
@@ -996,7 +1210,7 @@ cdef int entry_walk(SetMachine m, const TrieTables* tr, const SliceTables* sl, i
     cdef const TrieTables* rest
     base[0] = -1
     if sl == NULL:
-        return mwalk(m, tr, 0, tr.n_nodes, 0, start, dense, NULL, cd, st)
+        return walk_below(m, tr, -1, start, dense, NULL, cd, st)
     levels = sl.levels
     cdef int64_t computed0 = m.computed
     chain[0] = start
@@ -1057,7 +1271,7 @@ cdef int entry_walk(SetMachine m, const TrieTables* tr, const SliceTables* sl, i
     m.checked += m.computed - computed0
     if mixed:
         v0 = m.visited
-        rc = mwalk(m, tr, 0, tr.n_nodes, 0, start, dense, NULL, cd, st)
+        rc = walk_below(m, tr, -1, start, dense, NULL, cd, st)
         m.v_kind[0] += m.visited - v0
         m.n_kind[0] += 1
         return rc
@@ -1086,14 +1300,13 @@ cdef int entry_walk(SetMachine m, const TrieTables* tr, const SliceTables* sl, i
     for k in range(r + 1):
         g = sl.group_node[k]
         if g >= 0:
-            rc = mwalk(m, rest, g + 1, g + rest.node_size[g], 1, chain[k if k <= levels else levels], NULL, acc, cd,
-                       st)
+            rc = walk_below(m, rest, g, chain[k if k <= levels else levels], NULL, acc, cd, st)
             if rc:
                 return rc
     m.v_kind[2] += m.visited - v0
     if capped:  # ran out of levels: the tokens past them, by their bytes past them
         v0 = m.visited
-        rc = mwalk(m, sl.long, 0, sl.long.n_nodes, 0, chain[levels], NULL, acc, cd, st)
+        rc = walk_below(m, sl.long, -1, chain[levels], NULL, acc, cd, st)
         m.v_kind[3] += m.visited - v0
         m.n_kind[3] += 1
         return rc
@@ -1158,12 +1371,22 @@ cdef class StringSlices:
         rest_index = np.full(max(n_tok, 1), -1, np.int32)
         rest_index[ids] = np.arange(len(ids), dtype=np.int32)
         other_rest = rest_index[self.other_trie._arrays["tok_ids"]] if other_ids else np.full(1, -1, np.int32)
+        n_other = len(other_ids)
+        other_words = (n_other + 63) // 64
+        plain = np.zeros(max(other_words, 1) * 64, np.uint8)
+        plain[: n_other] = other_rest[: n_other] < 0
+        other_plain = np.packbits(plain, bitorder="little").view(np.uint64).copy()
+        rest_pos = np.zeros(max(len(ids), 1), np.int32)
+        if n_other:
+            has = np.flatnonzero(other_rest[: n_other] >= 0)
+            rest_pos[other_rest[has]] = has.astype(np.int32)
         group = np.full(kmax + 1, -1, np.int32)
         rt = &self.rest_trie.tr
         for i in range(rt.n_nodes):
             if rt.node_depth[i] == 1 and rt.node_byte[i] <= kmax:
                 group[rt.node_byte[i]] = i
-        self._arrays = {"cum": cum, "group": group, "kinds": kinds, "other_rest": other_rest}
+        self._arrays = {"cum": cum, "group": group, "kinds": kinds, "other_rest": other_rest, "other_plain": other_plain,
+                        "rest_pos": rest_pos}
         self.s.kmax = kmax
         self.s.levels = levels
         self.s.n_words = n_words
@@ -1173,6 +1396,9 @@ cdef class StringSlices:
         self.s.long = &self.long_trie.tr
         self.s.other = &self.other_trie.tr
         self.s.other_rest = <const int32_t*> <size_t> other_rest.ctypes.data
+        self.s.other_plain = <const uint64_t*> <size_t> other_plain.ctypes.data
+        self.s.other_words = other_words
+        self.s.rest_pos = <const int32_t*> <size_t> rest_pos.ctypes.data
         self.s.rests = &self.rests_trie.tr
         self.s.n_rests = len(ids)
 
