@@ -1,7 +1,7 @@
 # cython: language_level=3
 """The first-visit fast path: a lazy DFA over configuration sets, and the vocabulary's string slices."""
 
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from cpython.pythread cimport PyThread_type_lock
 
 from .automaton cimport Arena, CompiledGrammar, Config, Tables
@@ -76,6 +76,14 @@ cdef class SetMachine:
     cdef int64_t sn_cap
     cdef int32_t max_sets
     cdef PyThread_type_lock lock
+    cdef int8_t* st_imm         # per NFA state and safe-character automaton state: immortal? (-1 unknown, 0, 1; 2 pending)
+    cdef int32_t* st_pidx       # scratch of state_immortal: a pair's index among those it collected
+    cdef int32_t* su_off        # per NFA state: its successors within the frame in su_pool (-1 unknown)
+    cdef int32_t* su_len
+    cdef int32_t* su_pool
+    cdef int32_t su_n
+    cdef int32_t su_cap
+    cdef int8_t* s_imm          # per set: holds an immortal configuration? (-1 unknown)
     cdef int32_t* cm_key        # memo of one configuration's step: (target, ws edge, counter, parent, ws, window)
     cdef int32_t* cm_val
     cdef int32_t cm_mask
@@ -85,6 +93,7 @@ cdef class SetMachine:
     cdef readonly int64_t visited    # trie nodes walked so far
     cdef int64_t v_kind[4]           # ... by kind of walk (see ``kinds``)
     cdef int64_t n_kind[4]
+    cdef readonly int64_t imm_pairs  # (state, character position) pairs the immortality analysis looked at
     cdef readonly int64_t checked    # transitions computed by slice checks (part of ``computed``)
 
     cdef int32_t intern_frame(self, int32_t ret, int32_t counter, int32_t parent) noexcept nogil
@@ -97,6 +106,10 @@ cdef class SetMachine:
     cdef int32_t piece_end(self, int32_t s, int32_t byte) noexcept nogil
     cdef int32_t live_count(self, int32_t s) noexcept nogil
     cdef int32_t slice_step(self, int32_t s) noexcept nogil
+    cdef int successors(self, int32_t t) noexcept nogil
+    cdef int state_immortal(self, int32_t s0) noexcept nogil
+    cdef bint _pair_ok(self, int32_t pair, bint ws_free) noexcept nogil
+    cdef int set_immortal(self, int32_t s) noexcept nogil
     cdef const int32_t* fixed_verdicts(self, int32_t s, const SliceTables* sl) noexcept nogil
 
 

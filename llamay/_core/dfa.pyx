@@ -116,6 +116,18 @@ cdef class SetMachine:
         self.remap_cap = 64
         self.remap = <int32_t*> malloc(self.remap_cap * sizeof(int32_t))
         self.max_sets = MAX_SETS
+        n = max(grammar.t.n_states, 1)
+        self.st_imm = <int8_t*> malloc(n * 8 * sizeof(int8_t))
+        self.su_off = <int32_t*> malloc(n * sizeof(int32_t))
+        self.su_len = <int32_t*> malloc(n * sizeof(int32_t))
+        if self.st_imm != NULL:
+            memset(self.st_imm, 0xFF, n * 8)
+        if self.su_off != NULL:
+            memset(self.su_off, 0xFF, n * sizeof(int32_t))
+        self.st_pidx = <int32_t*> malloc(n * 8 * sizeof(int32_t))
+        self.su_cap = 256
+        self.su_pool = <int32_t*> malloc(self.su_cap * sizeof(int32_t))
+        self.s_imm = <int8_t*> malloc(self.s_cap * sizeof(int8_t))
         self.cm_mask = 255
         self.cm_key = <int32_t*> malloc((self.cm_mask + 1) * 6 * sizeof(int32_t))
         self.cm_val = <int32_t*> malloc((self.cm_mask + 1) * sizeof(int32_t))
@@ -127,7 +139,9 @@ cdef class SetMachine:
                 or self.s_ws == NULL or self.sn_cnt == NULL or self.sn_off == NULL or self.sn_pool == NULL
                 or self.blocks == NULL or self.s_bnd == NULL or self.s_bnd_ok == NULL or self.s_fix == NULL
                 or self.s_live == NULL or self.s_live_n == NULL
-                or self.remap == NULL or self.cm_key == NULL or self.cm_val == NULL
+                or self.remap == NULL or self.cm_key == NULL or self.cm_val == NULL or self.st_imm == NULL
+                or self.su_off == NULL or self.su_len == NULL or self.su_pool == NULL or self.s_imm == NULL
+                or self.st_pidx == NULL
                 or self.lock == NULL):
             raise MemoryError("set machine")
 
@@ -156,6 +170,12 @@ cdef class SetMachine:
         free(self.remap)
         free(self.cm_key)
         free(self.cm_val)
+        free(self.st_imm)
+        free(self.st_pidx)
+        free(self.su_off)
+        free(self.su_len)
+        free(self.su_pool)
+        free(self.s_imm)
         if self.lock != NULL:
             PyThread_free_lock(self.lock)
 
@@ -279,6 +299,10 @@ cdef class SetMachine:
             if p == NULL:
                 return D_OVERFLOW
             self.s_live_n = <int32_t*> p
+            p = realloc(self.s_imm, cap * sizeof(int8_t))
+            if p == NULL:
+                return D_OVERFLOW
+            self.s_imm = <int8_t*> p
             self.s_cap = cap
         if self.pool_len + n > self.pool_cap:
             pcap = self.pool_cap * 2
@@ -297,6 +321,7 @@ cdef class SetMachine:
         self.s_bnd_ok[s] = 0
         self.s_fix[s] = FIX_UNKNOWN
         self.s_live_n[s] = -1
+        self.s_imm[s] = -1
         if (s >> ROW_SHIFT) >= self.n_blocks:
             p = realloc(self.blocks, self.n_blocks * 2 * sizeof(int32_t*))
             if p == NULL:
@@ -612,6 +637,14 @@ cdef class SetMachine:
             return &self.fix_pool[off]
         if off == FIX_NONE:
             return NULL
+        for c in range(3):  # a few safe characters first: most sets fail here, without a whole slice step
+            j = row_of(self, s)[_PROBES[c]]
+            if j == D_UNKNOWN:
+                j = self.compute(s, _PROBES[c])
+            if j != 2 * s:
+                if j > D_OVERFLOW:
+                    self.s_fix[s] = FIX_NONE
+                return NULL
         c = self.slice_step(s)
         if c != 1 or self.sn_pool[self.sn_off[s]] != s:
             if c != SN_FAIL:
@@ -663,6 +696,223 @@ cdef class SetMachine:
         self.fix_len += need
         self.s_fix[s] = off
         return rec
+
+    # -- immortal states: every safe character string stays alive from them -------------------
+    cdef int successors(self, int32_t t) noexcept nogil:
+        """Byte-reading states a configuration entering state ``t`` may be at, without popping or counters.
+
+        ``t`` itself if it reads bytes, and the starts of the rules it calls (transitively).
+        Listed at ``su_pool[su_off[t]:][:su_len[t]]``; returns -1 when out of memory.
+        """
+        cdef const Tables* t_ = self.t
+        cdef int32_t stack[64]
+        cdef int32_t top = 1, x, j, k, n0 = self.su_n, y
+        cdef void* p
+        if self.su_off[t] >= 0:
+            return 0
+        stack[0] = t
+        while top > 0:
+            top -= 1
+            x = stack[top]
+            for k in range(n0, self.su_n):  # seen already
+                if self.su_pool[k] == ~x or self.su_pool[k] == x:
+                    break
+            else:
+                if self.su_n + 1 > self.su_cap:
+                    p = realloc(self.su_pool, self.su_cap * 2 * sizeof(int32_t))
+                    if p == NULL:
+                        self.su_n = n0
+                        return -1
+                    self.su_pool = <int32_t*> p
+                    self.su_cap *= 2
+                # a state that reads no bytes is kept as ~x (visited, not a successor)
+                self.su_pool[self.su_n] = x if t_.b_start[x + 1] > t_.b_start[x] else ~x
+                self.su_n += 1
+                for j in range(t_.x_start[x], t_.x_start[x + 1]):
+                    if t_.x_kind[j] == 1 and top < 64:  # CALL: enter the callee
+                        y = t_.rule_start[t_.x_arg[j]]
+                        if y >= 0:
+                            stack[top] = y
+                            top += 1
+        # keep only the byte-reading ones
+        j = n0
+        for k in range(n0, self.su_n):
+            if self.su_pool[k] >= 0:
+                self.su_pool[j] = self.su_pool[k]
+                j += 1
+        self.su_off[t] = n0
+        self.su_len[t] = j - n0
+        self.su_n = j
+        return 0
+
+    cdef int state_immortal(self, int32_t s0) noexcept nogil:
+        """Whether from state ``s0`` (at a character boundary) every string of safe characters has a path.
+
+        Paths may not pop a frame, use a counter or spend a whitespace budget, so the answer
+        holds for any configuration at ``s0``. A greatest fixpoint over the (state, safe-character
+        automaton state) pairs reachable from (s0, 0): all start immortal; a pair loses it when
+        some byte its automaton state allows has no edge to an immortal pair, and then its
+        predecessors are looked at again. Returns 1, 0, or -1 when out of memory.
+        """
+        cdef const Tables* t = self.t
+        cdef int8_t* imm = self.st_imm
+        cdef IntVec pairs, adj_off, adj, work, radj_off, radj
+        cdef int32_t i, j, k, e, q, s, u, s2, u2, x, lo, hi, n_p, ok
+        cdef int r = -1
+        cdef bint ws_free = t.ws_budget < 0
+        cdef int32_t* idx
+        if imm[s0 * 8] == 0 or imm[s0 * 8] == 1:
+            return imm[s0 * 8]
+        memset(&pairs, 0, sizeof(IntVec))
+        memset(&adj_off, 0, sizeof(IntVec))
+        memset(&adj, 0, sizeof(IntVec))
+        memset(&work, 0, sizeof(IntVec))
+        memset(&radj_off, 0, sizeof(IntVec))
+        memset(&radj, 0, sizeof(IntVec))
+        idx = self.st_pidx
+        # 1. the reachable pairs (pending: imm 2) and their successor pairs
+        imm[s0 * 8] = 2
+        x = s0 * 8
+        if intvec_push_range(&pairs, &x, 1) < 0:
+            imm[s0 * 8] = -1
+            return -1
+        idx[x] = 0
+        i = 0
+        while i < pairs.len:
+            s = pairs.data[i] >> 3
+            u = pairs.data[i] & 7
+            x = adj.len
+            if intvec_push_range(&adj_off, &x, 1) < 0:
+                break
+            for e in range(t.b_start[s], t.b_start[s + 1]):
+                if t.b_ws[e] and not ws_free:
+                    continue
+                q = _U_FROM[u * 256 + t.b_lo[e]]  # the first range of u that ends at or after the edge's first byte
+                while q < _U_START[u + 1] and _U_LO[q] <= t.b_hi[e]:
+                    u2 = _U_NEXT[q]
+                    q += 1
+                    if self.su_off[t.b_tgt[e]] < 0 and self.successors(t.b_tgt[e]) < 0:
+                        i = -1
+                        break
+                    for k in range(self.su_len[t.b_tgt[e]]):
+                        s2 = self.su_pool[self.su_off[t.b_tgt[e]] + k]
+                        x = s2 * 8 + u2
+                        if imm[x] == -1:
+                            imm[x] = 2
+                            idx[x] = pairs.len
+                            if intvec_push_range(&pairs, &x, 1) < 0:
+                                i = -1
+                                break
+                        if imm[x] == 2:
+                            if adj.len < adj.cap:
+                                adj.data[adj.len] = idx[x]
+                                adj.len += 1
+                            elif intvec_push_range(&adj, &idx[x], 1) < 0:
+                                i = -1
+                                break
+                    if i < 0:
+                        break
+                if i < 0:
+                    break
+            if i < 0:
+                break
+            i += 1
+        n_p = pairs.len
+        self.imm_pairs += n_p
+        if i >= 0 and adj_off.len == n_p:
+            x = adj.len
+            intvec_push_range(&adj_off, &x, 1)
+            # reverse edges, for the worklist
+            radj_off.data = <int32_t*> calloc(n_p + 1, sizeof(int32_t))
+            radj.data = <int32_t*> malloc(max(adj.len, 1) * sizeof(int32_t))
+            if radj_off.data != NULL and radj.data != NULL and adj_off.len == n_p + 1:
+                for i in range(n_p):
+                    for k in range(adj_off.data[i], adj_off.data[i + 1]):
+                        radj_off.data[adj.data[k] + 1] += 1
+                for i in range(n_p):
+                    radj_off.data[i + 1] += radj_off.data[i]
+                work.data = <int32_t*> malloc((n_p + 1) * sizeof(int32_t))  # fill cursors, then the worklist
+                if work.data != NULL:
+                    memcpy(work.data, radj_off.data, (n_p + 1) * sizeof(int32_t))
+                    for i in range(n_p):
+                        for k in range(adj_off.data[i], adj_off.data[i + 1]):
+                            radj.data[work.data[adj.data[k]]] = i
+                            work.data[adj.data[k]] += 1
+                    # 2. strike what fails; 3. look again at the predecessors of what was struck
+                    work.len = 0
+                    for i in range(n_p):
+                        if not self._pair_ok(pairs.data[i], ws_free):
+                            imm[pairs.data[i]] = 0
+                            work.data[work.len] = i
+                            work.len += 1
+                    j = 0
+                    while j < work.len:
+                        x = work.data[j]
+                        j += 1
+                        for k in range(radj_off.data[x], radj_off.data[x + 1]):
+                            i = radj.data[k]
+                            if imm[pairs.data[i]] == 2 and not self._pair_ok(pairs.data[i], ws_free):
+                                imm[pairs.data[i]] = 0
+                                work.data[work.len] = i
+                                work.len += 1
+                    r = 0
+        for i in range(n_p):
+            if imm[pairs.data[i]] == 2:
+                imm[pairs.data[i]] = 1 if r == 0 else -1
+        if r == 0:
+            r = imm[s0 * 8]
+        free(pairs.data)
+        free(adj_off.data)
+        free(adj.data)
+        free(work.data)
+        free(radj_off.data)
+        free(radj.data)
+        return r
+
+    cdef bint _pair_ok(self, int32_t pair, bint ws_free) noexcept nogil:
+        """Whether every byte the safe-character automaton allows at this pair has an edge to a pair still immortal."""
+        cdef const Tables* t = self.t
+        cdef int8_t* imm = self.st_imm
+        cdef int32_t s = pair >> 3, u = pair & 7, q, e, k, tg, lo, hi
+        cdef uint64_t good[4]
+        good[0] = 0
+        good[1] = 0
+        good[2] = 0
+        good[3] = 0
+        for e in range(t.b_start[s], t.b_start[s + 1]):  # the bytes with a way on, in one pass over the edges
+            if t.b_ws[e] and not ws_free:
+                continue
+            tg = t.b_tgt[e]
+            q = _U_FROM[u * 256 + t.b_lo[e]]
+            while q < _U_START[u + 1] and _U_LO[q] <= t.b_hi[e]:
+                for k in range(self.su_len[tg]):
+                    if imm[self.su_pool[self.su_off[tg] + k] * 8 + _U_NEXT[q]] >= 1:
+                        lo = max(<int32_t> t.b_lo[e], _U_LO[q])
+                        hi = min(<int32_t> t.b_hi[e], _U_HI[q])
+                        _bits_set(good, lo, hi)
+                        break
+                q += 1
+        for q in range(_U_START[u], _U_START[u + 1]):
+            if not _bits_all(good, _U_LO[q], _U_HI[q]):
+                return False
+        return True
+
+    cdef int set_immortal(self, int32_t s) noexcept nogil:
+        """Whether set ``s`` holds a configuration at an immortal state (then it lives through any safe string)."""
+        cdef int32_t i, r = 0
+        cdef int64_t off
+        if self.s_imm[s] >= 0:
+            return self.s_imm[s]
+        off = self.s_off[s]
+        for i in range(self.s_len[s]):
+            if self.pool[off + i].state >= 0:
+                r = self.state_immortal(self.pool[off + i].state)
+                if r < 0:
+                    return 0
+                if r:
+                    break
+        self.s_imm[s] = r
+        return r
 
     cdef int32_t live_count(self, int32_t s) noexcept nogil:
         """How many bytes a walk must follow from ``s`` (``s_live``): every piece of its row computed."""
@@ -813,8 +1063,10 @@ cdef int32_t[18] _U_NEXT = [0, 0, 0, 1, 3, 2, 4, 2, 6, 5, 7,
                             0, 1, 1, 1, 2, 2, 2]
 
 
-# The same automaton as a table: _U8[u * 256 + byte] is the next state, -1 for a byte no safe character has there.
+# The same automaton as a table: _U8[u * 256 + byte] is the next state, -1 for a byte no safe character has there;
+# _U_FROM[u * 256 + byte] is the first edge of u whose range ends at or after the byte.
 cdef int8_t _U8[9 * 256]
+cdef int32_t _U_FROM[8 * 256]
 
 
 def _fill_u8():
@@ -825,6 +1077,11 @@ def _fill_u8():
         for q in range(_U_START[u], _U_START[u + 1]):
             for b in range(_U_LO[q], _U_HI[q] + 1):
                 _U8[u * 256 + b] = <int8_t> _U_NEXT[q]
+        for b in range(256):
+            q = _U_START[u]
+            while q < _U_START[u + 1] and _U_HI[q] < b:
+                q += 1
+            _U_FROM[u * 256 + b] = q
 
 
 _fill_u8()
@@ -1097,6 +1354,33 @@ cdef void _list_bits(const uint64_t* bits, int32_t nw, int32_t* pos, int32_t* to
             k += 1
 
 
+cdef inline uint64_t _span(int32_t w, int32_t lo, int32_t hi) noexcept nogil:
+    """The bits of word ``w`` (bytes 64w..64w+63) that lie in [lo, hi]."""
+    cdef int32_t a = max(lo - 64 * w, 0), b = min(hi - 64 * w, 63)
+    if a > b:
+        return 0
+    return ((~(<uint64_t> 0)) >> (63 - b + a)) << a
+
+
+cdef inline void _bits_set(uint64_t* m, int32_t lo, int32_t hi) noexcept nogil:
+    cdef int32_t w
+    for w in range(lo >> 6, (hi >> 6) + 1):
+        m[w] |= _span(w, lo, hi)
+
+
+cdef inline bint _bits_all(const uint64_t* m, int32_t lo, int32_t hi) noexcept nogil:
+    cdef int32_t w
+    cdef uint64_t x
+    for w in range(lo >> 6, (hi >> 6) + 1):
+        x = _span(w, lo, hi)
+        if m[w] & x != x:
+            return False
+    return True
+
+
+cdef uint8_t[3] _PROBES = [0x61, 0x30, 0x20]  # 'a', '0', ' ': safe characters a fixed point must lead back with
+
+
 cdef inline int32_t _lower_bound(const int32_t* a, int32_t n, int32_t x) noexcept nogil:
     """The first index of ascending ``a[0:n]`` holding a value >= ``x``."""
     cdef int32_t lo = 0, hi = n, mid
@@ -1205,7 +1489,7 @@ cdef int entry_walk(SetMachine m, const TrieTables* tr, const SliceTables* sl, i
     cdef int32_t* nxt = lev_b
     cdef int32_t* tmp
     cdef int32_t n_cur = 1, n_nxt, k, j, i, c, x, g, rc, r = -1, fixed = -1, levels
-    cdef bint single = True, mixed = False, capped = True, dead, alive
+    cdef bint single = True, mixed = False, capped = True, dead, alive, dropped = False
     cdef int64_t v0
     cdef const TrieTables* rest
     base[0] = -1
@@ -1218,8 +1502,12 @@ cdef int entry_walk(SetMachine m, const TrieTables* tr, const SliceTables* sl, i
     for k in range(1, levels + 1):
         n_nxt = 0
         dead = False
-        alive = False
+        alive = dropped  # a set dropped as immortal lives on at every level
         for i in range(n_cur):
+            if n_cur > 1 and m.set_immortal(cur[i]):  # alive now and at every later level: not followed
+                alive = True
+                dropped = True
+                continue
             c = m.slice_step(cur[i])
             if c == SN_DEAD:
                 dead = True
@@ -1249,8 +1537,13 @@ cdef int entry_walk(SetMachine m, const TrieTables* tr, const SliceTables* sl, i
             r = k - 1
             capped = False
             break
+        if dropped:
+            single = False
+            if n_nxt == 0:  # every set immortal: all safe strings live
+                capped = False
+                break
         # a level that repeats the last one repeats forever
-        if n_nxt == n_cur:
+        elif n_nxt == n_cur:
             for i in range(n_nxt):
                 for g in range(n_cur):
                     if cur[g] == nxt[i]:
