@@ -7,23 +7,31 @@ the sets such walks meet repeat endlessly (inside a string every character leads
 same set). ``SetMachine`` interns each set (its configurations sorted, their frames interned
 too, so equal sets get one id) and gives it a row of 256 entries, filled on demand: the
 target set's id (times two, plus the flag "a path popped into CTX or ran past the whitespace
-window") or "dead". A row entry is computed with one ``step`` for the whole piece of bytes
-that the set's edges treat alike (``[a-z]`` is one step, not 26). A walk is then one load
-per trie node. The machine belongs to one grammar (through its mask cache) and is shared by
-its matchers under a lock; it stops growing at ``MAX_SETS`` sets, and walks fall back.
+window") or "dead". A row entry is computed once for the whole piece of bytes that the set's
+edges treat alike (``[a-z]`` is one step, not 26), configuration by configuration with a memo
+on the matching edge (``cfg_step``): a set's step is the union of its configurations' steps.
+A walk is then one load per trie node (``mwalk``, its loop in C); at a node with many children
+it follows only those whose byte lives (``_sparse``). The machine belongs to one grammar
+(through its mask cache) and is shared by its matchers under a lock; it stops growing at
+``MAX_SETS`` sets, and walks fall back to ``walk.walk``.
 
 Slices (llguidance's idea, our code). Inside a JSON string nearly every token is allowed,
 so even a one-load walk of 270k nodes is too slow. ``StringSlices`` splits a vocabulary once:
 a token made only of *safe characters* (complete UTF-8 characters other than ``"``, ``\\``
 and C0 controls) is in slice ``n``, its number of characters; any other token has ``k``
-safe characters and then a *rest* (bytes that start with an unsafe byte). ``cum[r]`` is the
-mask of slice tokens of at most ``r`` characters; the rests sit in a small trie keyed by
-``k``. ``SetMachine.slice_next(s)`` checks, by stepping every safe character from set ``s``,
-whether they all live and lead to one set (then that set), all die (``SN_DEAD``), or
-neither (``SN_MIXED``). Following it from a walk's start set gives a chain ``P0, P1, ...``:
-when it never turns mixed, up to ``r`` characters live and more die, so the mask is
-``cum[r]`` plus the rests of group ``k <= r`` walked from ``Pk``: a few thousand nodes at
-most instead of the whole trie. Otherwise the whole trie is walked with the machine.
+safe characters and then a *rest* that starts with an unsafe byte. ``cum[r]`` is the mask of
+slice tokens of at most ``r`` characters; the rests sit in a trie keyed by ``k`` (``rest``),
+and the tokens past 16 safe characters in another (``long``). ``SetMachine.slice_step(s)``
+steps every safe character from set ``s`` and says whether they all live (and to which sets),
+all die, or neither. ``entry_walk`` follows that from a position's start set for up to 16
+characters: when one set follows another (a string, bounded or not), up to ``r`` characters
+live and more die, so the mask is ``cum[r]`` plus the rests of group ``k <= r`` walked from
+the set after ``k`` characters: a few thousand nodes instead of the whole trie. When the sets
+branch (the key of an open object, matched against the declared names), the other tokens are
+walked by their whole bytes (``owalk``), and any subtree below a set that every safe character
+leads back to is decided from that set's verdicts on the rests (``fixed_verdicts``). Sets that
+hold an *immortal* state (``state_immortal``: every safe string has a path from it, found by a
+fixpoint on the grammar's tables) need no further levels. Any other position is walked whole.
 """
 
 from cpython.pythread cimport (WAIT_LOCK, PyThread_acquire_lock, PyThread_allocate_lock, PyThread_free_lock,
@@ -43,6 +51,10 @@ from .. import limits
 
 #: Sets one machine may hold (each costs a 1 KiB row): past it, first visits walk the old way.
 MAX_SETS = 1 << 16
+
+cdef enum:
+    _MAX_MEMO = 1 << 20         # entries of the one-configuration step memo (past it: no more memoizing)
+    _MAX_VERDICTS = 1 << 24     # ints of fixed-point verdict records (past it: those subtrees are walked)
 
 cdef extern from *:
     """
@@ -505,6 +517,8 @@ cdef class SetMachine:
         cdef int32_t* k
         if (self.cm_len + 1) * 2 <= old_cap:
             return True
+        if self.cm_len >= _MAX_MEMO:
+            return False
         cap = old_cap * 2
         keys = <int32_t*> malloc(cap * 6 * sizeof(int32_t))
         vals = <int32_t*> malloc(cap * sizeof(int32_t))
@@ -675,6 +689,8 @@ cdef class SetMachine:
             n_acc += popcount64(wa[i])
             n_und += popcount64(wa[nw + i])
         need = 2 + 2 * (<int64_t> n_acc + n_und)
+        if self.fix_len + need > _MAX_VERDICTS:
+            rc = D_OVERFLOW
         if rc == 0 and self.fix_len + need > self.fix_cap:
             cap = max(self.fix_cap * 2, self.fix_len + need, 4096)
             p = realloc(self.fix_pool, cap * sizeof(int32_t))
@@ -683,8 +699,9 @@ cdef class SetMachine:
             else:
                 self.fix_pool = <int32_t*> p
                 self.fix_cap = cap
-        if rc != 0:
+        if rc != 0:  # walk those subtrees instead, from now on
             free(wa)
+            self.s_fix[s] = FIX_NONE
             return NULL
         off = self.fix_len
         rec = &self.fix_pool[off]
@@ -756,7 +773,8 @@ cdef class SetMachine:
         """
         cdef const Tables* t = self.t
         cdef int8_t* imm = self.st_imm
-        cdef IntVec pairs, adj_off, adj, work, radj_off, radj
+        cdef IntVec pairs, adj_off, adj, work, radj_off, radj, fails
+        cdef uint64_t good[4]
         cdef int32_t i, j, k, e, q, s, u, s2, u2, x, lo, hi, n_p, ok
         cdef int r = -1
         cdef bint ws_free = t.ws_budget < 0
@@ -769,6 +787,7 @@ cdef class SetMachine:
         memset(&work, 0, sizeof(IntVec))
         memset(&radj_off, 0, sizeof(IntVec))
         memset(&radj, 0, sizeof(IntVec))
+        memset(&fails, 0, sizeof(IntVec))
         idx = self.st_pidx
         # 1. the reachable pairs (pending: imm 2) and their successor pairs
         imm[s0 * 8] = 2
@@ -784,19 +803,24 @@ cdef class SetMachine:
             x = adj.len
             if intvec_push_range(&adj_off, &x, 1) < 0:
                 break
+            good[0] = 0
+            good[1] = 0
+            good[2] = 0
+            good[3] = 0
             for e in range(t.b_start[s], t.b_start[s + 1]):
                 if t.b_ws[e] and not ws_free:
                     continue
                 q = _U_FROM[u * 256 + t.b_lo[e]]  # the first range of u that ends at or after the edge's first byte
                 while q < _U_START[u + 1] and _U_LO[q] <= t.b_hi[e]:
                     u2 = _U_NEXT[q]
-                    q += 1
                     if self.su_off[t.b_tgt[e]] < 0 and self.successors(t.b_tgt[e]) < 0:
                         i = -1
                         break
                     for k in range(self.su_len[t.b_tgt[e]]):
                         s2 = self.su_pool[self.su_off[t.b_tgt[e]] + k]
                         x = s2 * 8 + u2
+                        if imm[x] != 0:  # immortal or pending: a way on, for now
+                            _bits_set(good, max(<int32_t> t.b_lo[e], _U_LO[q]), min(<int32_t> t.b_hi[e], _U_HI[q]))
                         if imm[x] == -1:
                             imm[x] = 2
                             idx[x] = pairs.len
@@ -812,7 +836,15 @@ cdef class SetMachine:
                                 break
                     if i < 0:
                         break
+                    q += 1
                 if i < 0:
+                    break
+            if i < 0:
+                break
+            for q in range(_U_START[u], _U_START[u + 1]):  # fails already with every pending pair counted in
+                if not _bits_all(good, _U_LO[q], _U_HI[q]):
+                    if intvec_push_range(&fails, &i, 1) < 0:
+                        i = -1
                     break
             if i < 0:
                 break
@@ -840,11 +872,11 @@ cdef class SetMachine:
                             work.data[adj.data[k]] += 1
                     # 2. strike what fails; 3. look again at the predecessors of what was struck
                     work.len = 0
-                    for i in range(n_p):
-                        if not self._pair_ok(pairs.data[i], ws_free):
-                            imm[pairs.data[i]] = 0
-                            work.data[work.len] = i
-                            work.len += 1
+                    for k in range(fails.len):
+                        i = fails.data[k]
+                        imm[pairs.data[i]] = 0
+                        work.data[work.len] = i
+                        work.len += 1
                     j = 0
                     while j < work.len:
                         x = work.data[j]
@@ -867,6 +899,7 @@ cdef class SetMachine:
         free(work.data)
         free(radj_off.data)
         free(radj.data)
+        free(fails.data)
         return r
 
     cdef bint _pair_ok(self, int32_t pair, bint ws_free) noexcept nogil:
