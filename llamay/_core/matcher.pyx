@@ -3,10 +3,10 @@
 
 The committed history is a stack of configuration sets in the arena (``h_*`` arrays give
 each step's set and frame count), so ``rollback(n)`` is a truncation and a rejected token
-or byte string leaves everything as it was. A mask for the current set is the OR, over its
-configurations, of the cached context-independent mask of the configuration's position,
-plus those undecided tokens that the real stack accepts. First visits compute the entry with
-the grammar's set machine and the vocabulary's string slices (``dfa``).
+or byte string leaves everything as it was. A mask for the current set is one cached
+context-independent entry for the positions of all its configurations (keyed by their
+packed positions), plus those undecided tokens that the real set accepts. First visits
+compute the entry with the grammar's set machine and the vocabulary's string slices (``dfa``).
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
