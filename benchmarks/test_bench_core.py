@@ -10,7 +10,15 @@ from __future__ import annotations
 import pytest
 
 import llamay
-from benchmarks.workloads import TOOL_DOCUMENT, greedy_tokens, per_token_stats, tool_grammar, walk_document
+from benchmarks.workloads import (
+    TOOL_DOCUMENT,
+    first_visit_tokens,
+    first_visit_walk,
+    greedy_tokens,
+    per_token_stats,
+    tool_grammar,
+    walk_document,
+)
 
 VOCABS = ["smollm2_vocab", "llama3_vocab", "gemma_vocab"]
 
@@ -40,6 +48,19 @@ def test_document_cold(benchmark, request, vocab_name):
 
     benchmark.group = "compile + first document (cold)"
     benchmark.pedantic(cold, rounds=5)
+
+
+@pytest.mark.parametrize("vocab_name", VOCABS)
+def test_mask_per_token_first_visit(benchmark, request, vocab_name):
+    """Masks of freshly compiled schemas: most positions are seen for the first time (the set machine and the
+    string slices at work; the slices themselves are built once per vocabulary, before timing)."""
+    vocab = request.getfixturevalue(vocab_name)
+    cases = first_visit_tokens(vocab)
+    first_visit_walk(vocab, cases)  # builds the vocabulary's slices and warms the code
+    times: list[float] = []
+    benchmark.group = "mask per token (first visits)"
+    benchmark.pedantic(first_visit_walk, args=(vocab, cases, times), rounds=10)
+    benchmark.extra_info.update(per_token_stats(times))
 
 
 @pytest.mark.parametrize(

@@ -81,6 +81,38 @@ def walk_document(matcher, mask, tokens, eos: int, times: list[float] | None = N
         assert matcher.accept_token(tok)
 
 
+# first visits: schemas shaped like MaskBench's (open objects, bounded strings, patterns, enums), each
+# compiled fresh, so that nearly every mask is computed for the first time (design section 10)
+FIRST_VISIT_CASES = [
+    ({"type": "object", "properties": {"key": {"type": "string", "maxLength": 50},
+                                       "value": {"type": "string", "maxLength": 500}},
+      "required": ["key", "value"]},
+     b'{"key":"example_key","value":"This is an example value for the key, with \\"quotes\\" and \xc3\xa9."}'),
+    ({"type": "object", "properties": {"dimensions": {"type": "object", "properties": {
+        "base": {"type": "number"}, "height": {"type": "number"}, "radius": {"type": "number"},
+        "side_length": {"type": "number"}}}, "shape": {"enum": ["circle", "square", "triangle"]}}},
+     b'{"dimensions":{"base":10,"height":5,"radius":0},"shape":"triangle","note":"open objects take any key"}'),
+    ({"type": "array", "items": {"type": "object", "properties": {
+        "id": {"type": "string", "pattern": "^[a-f0-9]{8}$"}, "name": {"type": "string"},
+        "tags": {"type": "array", "items": {"type": "string", "maxLength": 20}}}}},
+     b'[{"id":"5f5f5f5f","name":"Shampoo","tags":["hair","care"]},{"id":"0badcafe","name":"Soap","tags":[]}]'),
+]
+
+
+def first_visit_tokens(vocab) -> list[tuple[dict, list[int]]]:
+    """Each first-visit case's schema and document tokens (tokenized once; not part of the timing)."""
+    return [(schema, greedy_tokens(compile_json_schema(schema, closed_objects=False, whitespace_budget=None),
+                                   vocab, document)) for schema, document in FIRST_VISIT_CASES]  # fmt: skip
+
+
+def first_visit_walk(vocab, cases, times: list[float] | None = None) -> None:
+    """Compile each case afresh (open objects, unbounded whitespace) and fill a mask before every token."""
+    mask = llamay.allocate_bitmask(vocab.size)
+    for schema, tokens in cases:
+        grammar = compile_json_schema(schema, closed_objects=False, whitespace_budget=None)
+        walk_document(llamay.Matcher(grammar, vocab), mask, tokens, vocab.eos_ids[0], times)
+
+
 def per_token_stats(times: list[float]) -> dict[str, float]:
     us = np.array(times) * 1e6
     return {"mean_us": float(us.mean()), "p50_us": float(np.percentile(us, 50)),

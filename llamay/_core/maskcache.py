@@ -1,12 +1,14 @@
 """Token masks per automaton position, shared by every matcher of a (grammar, vocabulary) pair.
 
 A position is a state of the top frame, its counter (folded where it cannot matter), the
-whitespace budget left (up to a window) and a few frames below. Its entry holds the tokens
-the position alone accepts (a bitmask) and the few whose fate depends on deeper frames or
-more whitespace (checked per step against the real stack). Entries are computed on first
-use, without the GIL, and inserted under it, so concurrent matchers at worst compute one
-twice. The cache stops growing at
-``limits.MASK_CACHE_BYTES``; positions past it are walked in full at every step.
+whitespace budget left (up to a window) and a few frames below; an entry is keyed by the
+positions of a whole configuration set. It holds the tokens those positions alone accept (a
+bitmask, or a string slice of the vocabulary plus a list) and the few whose fate depends on
+deeper frames or more whitespace (checked per step against the real set). The grammar's set
+machine (``dfa.SetMachine``), which computes entries under its own lock and without the GIL,
+hangs off the cache too; entries are inserted under the GIL, so concurrent matchers at worst
+compute one twice. The cache stops growing at ``limits.MASK_CACHE_BYTES``; positions past it
+are walked in full at every step.
 """
 
 from __future__ import annotations
@@ -20,15 +22,15 @@ class MaskCache:
     def __init__(self) -> None:
         self.entries: dict[tuple, tuple] = {}
         self.nbytes = 0
+        self.machine = None
 
     def get(self, key: tuple):
         return self.entries.get(key)
 
-    def put(self, key: tuple, mask, undecided) -> bool:
-        size = mask.nbytes + undecided.nbytes
+    def put(self, key: tuple, entry: tuple, size: int) -> bool:
         if self.nbytes + size > limits.MASK_CACHE_BYTES:
             return False
-        self.entries[key] = (mask, undecided)
+        self.entries[key] = entry
         self.nbytes += size
         return True
 

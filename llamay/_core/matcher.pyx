@@ -3,27 +3,90 @@
 
 The committed history is a stack of configuration sets in the arena (``h_*`` arrays give
 each step's set and frame count), so ``rollback(n)`` is a truncation and a rejected token
-or byte string leaves everything as it was. A mask for the current set is the OR, over its
-configurations, of the cached context-independent mask of the configuration's position,
-plus those undecided tokens that the real stack accepts.
+or byte string leaves everything as it was. A mask for the current set is one cached
+context-independent entry for the positions of all its configurations (keyed by their
+packed positions), plus those undecided tokens that the real set accepts. First visits
+compute the entry with the grammar's set machine and the vocabulary's string slices (``dfa``).
 """
 
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.dict cimport PyDict_GetItem
+from cpython.object cimport PyObject
+from cpython.pythread cimport WAIT_LOCK, PyThread_acquire_lock, PyThread_release_lock
 from libc.stdint cimport int32_t, uint8_t, uint32_t
-from libc.stdlib cimport free, realloc
-from libc.string cimport memset
+from libc.stdlib cimport calloc, free, malloc, realloc
+from libc.string cimport memcmp, memcpy, memmove, memset
 
 import numpy as np
 
+cimport numpy as cnp
+
 from .. import limits
+
+cnp.import_array()
+
+
+cdef extern from *:
+    """
+    static inline void llamay_or_words(uint32_t* __restrict out, const uint32_t* __restrict src, Py_ssize_t n) {
+        for (Py_ssize_t i = 0; i < n; i++) out[i] |= src[i];
+    }
+    """
+    void or_words "llamay_or_words" (uint32_t* out, const uint32_t* src, Py_ssize_t n) noexcept nogil
 from ..errors import LlamayError, UsageError
 from .automaton cimport (ACCEPT, BOTTOM, CTX, CTX_FRAMES, F_OVERFLOW, WS_WINDOW, Arena, CompiledGrammar, Config, Tables,
                          arena_free, arena_init, closure, push_frame)
+from .dfa cimport D_FULL, SetMachine, StringSlices, entry_walk
+from .dfa import slices_for
 from .lexicon cimport LEX_REJECT, LEX_SEP, CompiledLexicon, LexiconMasks
 from .lexicon import masks_for
 from .maskcache import cache_for
 from .trie cimport TokenTrie, TrieTables
-from .walk cimport IntVec, Levels, advance, levels_free, levels_reserve, push_config, walk
+from .walk cimport IntVec, Levels, advance, intvec_push_range, levels_free, levels_reserve, push_config, walk
+
+
+ctypedef struct PosRec:                # a position, as its cache key holds it
+    int32_t state
+    int32_t counter
+    int32_t ws                         # whitespace budget left, up to WS_WINDOW (0 when unbounded)
+    int32_t bottom                     # the frames below are the whole stack
+    int32_t depth                      # frames below (at most CTX_FRAMES)
+    int32_t frames[2 * CTX_FRAMES]     # their return states and (folded) counters, top first
+
+
+cdef int32_t* _copy_ints(const int32_t* src, int32_t n) noexcept:
+    cdef int32_t* p
+    if n == 0:
+        return NULL
+    p = <int32_t*> malloc(n * sizeof(int32_t))
+    if p != NULL:
+        memcpy(p, src, n * sizeof(int32_t))
+    return p
+
+
+cdef class Entry:
+    """A position's cached mask: ``cum[base]`` of the string slices, or ``dense``; plus ``extra``
+    tokens; and the ``und``ecided tokens the real stack decides."""
+
+    cdef int32_t base
+    cdef uint32_t* dense
+    cdef int32_t* extra
+    cdef int32_t n_extra
+    cdef int32_t* und
+    cdef int32_t n_und
+
+    def __dealloc__(self):
+        free(self.dense)
+        free(self.extra)
+        free(self.und)
+
+    cdef Py_ssize_t nbytes(self, int32_t n_words):
+        return 64 + (n_words * 4 if self.dense != NULL else 0) + 4 * (self.n_extra + self.n_und)
+
+    @property
+    def summary(self):
+        """(slice level, dense?, extra tokens, undecided tokens): for tests and tools."""
+        return (self.base, self.dense != NULL, self.n_extra, self.n_und)
 
 
 cdef class Matcher:
@@ -52,6 +115,16 @@ cdef class Matcher:
     cdef int32_t h_cap
     cdef int32_t n_words
     cdef object _eos
+    cdef SetMachine machine            # the grammar's lazy DFA (shared through the mask cache)
+    cdef StringSlices slices
+    cdef IntVec acc                    # scratch: tokens a slice walk accepts
+    cdef uint32_t* scratch             # scratch: a whole-trie walk's bitmask
+    cdef int32_t* w_set                # scratch: a walk's set per depth
+    cdef PosRec* recs                  # scratch: the positions of the current set's configurations
+    cdef int32_t rec_cap
+    cdef dict entries                  # the mask cache's entries (read directly; added through the cache)
+    cdef Config* start_cfg             # scratch: their start configurations on the set machine
+    cdef int32_t start_cap
 
     def __cinit__(self, CompiledGrammar grammar, vocab=None):
         if arena_init(&self.a, limits.MAX_CONFIGURATIONS) < 0:
@@ -69,7 +142,17 @@ cdef class Matcher:
                 self.lexmasks = masks_for(self.lex, vocab)
             else:
                 self.cache = cache_for(grammar, vocab)
+                self.entries = self.cache.entries
+                if self.cache.machine is None:
+                    self.cache.machine = SetMachine(grammar)
+                self.machine = self.cache.machine
+                self.slices = slices_for(self.trie)
             self.n_words = (vocab.size + 31) // 32
+            if self.slices is not None:
+                self.scratch = <uint32_t*> malloc(self.n_words * sizeof(uint32_t))
+                self.w_set = <int32_t*> malloc(2 * (self.trie.tr.max_depth + 2) * sizeof(int32_t))  # sets, then owalk bytes
+                if self.scratch == NULL or self.w_set == NULL:
+                    raise MemoryError("matcher scratch")
             self._eos = frozenset(vocab.eos_ids)
             if levels_reserve(&self.lv, self.trie.tr.max_depth) < 0:
                 raise MemoryError("matcher levels")
@@ -81,6 +164,11 @@ cdef class Matcher:
         arena_free(&self.a)
         levels_free(&self.lv)
         free(self.cd.data)
+        free(self.acc.data)
+        free(self.scratch)
+        free(self.w_set)
+        free(self.recs)
+        free(self.start_cfg)
         free(self.h_off)
         free(self.h_len)
         free(self.h_frames)
@@ -241,8 +329,7 @@ cdef class Matcher:
     def fill_next_token_bitmask(self, bitmask, int index=0):
         """Write the allowed tokens into ``bitmask`` (int32, ``ceil(V/32)`` words; or row ``index`` of a 2-D batch)."""
         cdef uint32_t* out = self._mask_row(bitmask, index)
-        cdef int32_t i, off, n
-        cdef Config c
+        cdef int32_t off, n
         with nogil:
             memset(out, 0, self.n_words * sizeof(uint32_t))
         if self.is_terminated():
@@ -256,15 +343,21 @@ cdef class Matcher:
             with nogil:
                 self.lexmasks.fill(self.a.cfg[off].state, out)
             return
-        for i in range(n):
-            c = self.a.cfg[off + i]
-            if c.state == ACCEPT:
-                for e in self._eos:
-                    out[<int32_t> e >> 5] |= (<uint32_t> 1) << (<int32_t> e & 31)
-            else:
-                self._fill_from(c, out)
+        self._fill_set(off, n, out)
 
     cdef uint32_t* _mask_row(self, bitmask, int index) except NULL:
+        cdef cnp.ndarray arr
+        cdef int nd
+        if self.vocab is not None and cnp.PyArray_Check(bitmask):  # the usual case, without Python attribute calls
+            arr = <cnp.ndarray> bitmask
+            nd = cnp.PyArray_NDIM(arr)
+            if (1 <= nd <= 2 and cnp.PyArray_TYPE(arr) == cnp.NPY_INT32 and cnp.PyArray_ISNOTSWAPPED(arr)
+                    and cnp.PyArray_IS_C_CONTIGUOUS(arr) and cnp.PyArray_ISWRITEABLE(arr)
+                    and cnp.PyArray_DIMS(arr)[nd - 1] == self.n_words):
+                if nd == 1:
+                    return <uint32_t*> cnp.PyArray_DATA(arr)
+                if nd == 2 and 0 <= index < cnp.PyArray_DIMS(arr)[0]:
+                    return <uint32_t*> cnp.PyArray_DATA(arr) + <Py_ssize_t> index * self.n_words
         if self.vocab is None:
             raise UsageError("this matcher has no vocabulary: pass one to Matcher() to fill token masks")
         if not isinstance(bitmask, np.ndarray) or bitmask.dtype != np.int32:
@@ -293,81 +386,216 @@ cdef class Matcher:
             return t.rule_min[r]
         return counter
 
-    cdef object _position(self, Config c, Config* pos):
-        """The cache key of ``c``'s position, and (in ``pos``) the configuration its entry is computed from.
+    cdef void _position(self, Config c, PosRec* rec) noexcept:
+        """``c``'s position: what of it the cache key holds and its entry is computed from.
 
         A position is the top frame's state and counter, the budget left up to WS_WINDOW,
-        and the return states and counters of up to CTX_FRAMES frames below (copied onto the
-        arena as scratch frames, ending in CTX, or BOTTOM when that is the whole stack).
-        With the frames below known, a walk that leaves the top frame can usually go on.
+        and the return states and counters of up to CTX_FRAMES frames below (then CTX, or
+        BOTTOM when that is the whole stack). With the frames below known, a walk that
+        leaves the top frame can usually go on. Unused fields are zero, so that equal
+        positions are equal bytes.
         """
         cdef const Tables* t = &self.g.t
-        cdef int32_t f = c.parent, depth = 0, parent, i
-        cdef int32_t rets[CTX_FRAMES]
-        cdef int32_t counters[CTX_FRAMES]
+        cdef int32_t f = c.parent, depth = 0
+        memset(rec, 0, sizeof(PosRec))
         while f >= 0 and depth < CTX_FRAMES:
-            rets[depth] = self.a.frames[f].ret
-            counters[depth] = self._fold(rets[depth], self.a.frames[f].counter)
+            rec.frames[2 * depth] = self.a.frames[f].ret
+            rec.frames[2 * depth + 1] = self._fold(self.a.frames[f].ret, self.a.frames[f].counter)
             f = self.a.frames[f].parent
             depth += 1
-        parent = BOTTOM if f == BOTTOM else CTX
-        for i in range(depth - 1, -1, -1):
-            parent = push_frame(&self.a, rets[i], counters[i], parent)
-            if parent < 0:
-                raise MemoryError("matcher frames")
-        pos.state = c.state
-        pos.counter = self._fold(c.state, c.counter)
-        pos.ws = 0 if t.ws_budget < 0 else min(t.ws_budget - c.ws, WS_WINDOW)
-        pos.parent = parent
-        return (pos.state, pos.counter, pos.ws, f == BOTTOM) + tuple(
-            [x for i in range(depth) for x in (rets[i], counters[i])])
+        rec.state = c.state
+        rec.counter = self._fold(c.state, c.counter)
+        rec.ws = 0 if t.ws_budget < 0 else min(t.ws_budget - c.ws, WS_WINDOW)
+        rec.bottom = f == BOTTOM
+        rec.depth = depth
 
-    cdef int _fill_from(self, Config c, uint32_t* out) except -1:
-        cdef const uint32_t[::1] bits
-        cdef const int32_t[::1] undecided
-        cdef int32_t i, w, tok, n_und, frames0 = self.a.n_frames, base = self.a.cfg_len, k
+    cdef int _fill_set(self, int32_t off, int32_t n, uint32_t* out) except -1:
+        """OR the mask of the set ``cfg[off:off+n]`` into ``out``: one cache entry for the whole set.
+
+        The entry's key is the positions of the set's configurations, sorted (so that the
+        same set reached another way finds it) and packed as bytes. Undecided tokens are
+        checked by stepping the real set.
+        """
+        cdef int32_t i, j, m = 0
+        cdef Config c
+        cdef PosRec x
+        cdef PosRec* recs
+        cdef PyObject* got
+        cdef Entry entry
+        if n > self.rec_cap:
+            self.recs = <PosRec*> realloc(self.recs, n * sizeof(PosRec))
+            if self.recs == NULL:
+                self.rec_cap = 0
+                raise MemoryError("matcher positions")
+            self.rec_cap = n
+        recs = self.recs
+        for i in range(n):
+            c = self.a.cfg[off + i]
+            if c.state == ACCEPT:
+                for e in self._eos:
+                    out[<int32_t> e >> 5] |= (<uint32_t> 1) << (<int32_t> e & 31)
+                continue
+            self._position(c, &x)
+            j = m - 1  # insertion sort; equal positions kept once
+            while j >= 0 and memcmp(&recs[j], &x, sizeof(PosRec)) > 0:
+                j -= 1
+            if j >= 0 and memcmp(&recs[j], &x, sizeof(PosRec)) == 0:
+                continue
+            memmove(&recs[j + 2], &recs[j + 1], (m - j - 1) * sizeof(PosRec))
+            recs[j + 1] = x
+            m += 1
+        if m == 0:
+            return 0
+        key = PyBytes_FromStringAndSize(<char*> recs, m * sizeof(PosRec))
+        got = PyDict_GetItem(self.entries, key)
+        if got == NULL:
+            entry = self._build_entry(m, key)
+        else:
+            entry = <Entry> <object> got
+        if entry is None:  # cache full: walk this set in full
+            for i in range(n):
+                c = self.a.cfg[off + i]
+                if c.state != ACCEPT:
+                    self._walk_into(c, False, self.g.t.ws_budget, out)
+            return 0
+        return self._apply(entry, off, n, out)
+
+    cdef int _apply(self, Entry entry, int32_t off, int32_t n, uint32_t* out) except -1:
+        """OR a cache entry into ``out``; its undecided tokens are checked by stepping the set ``cfg[off:off+n]``."""
+        cdef int32_t i, tok, frames0 = self.a.n_frames, base_cfg = self.a.cfg_len, k
         cdef int flags = 0
         cdef const TrieTables* tr = &self.trie.tr
-        cdef Config pos
-        key = self._position(c, &pos)
-        entry = self.cache.get(key)
-        if entry is None:
-            entry = self._build_entry(pos, key)
-        self.a.n_frames = frames0  # drop the scratch frames of the position
-        if entry is None:  # cache full: walk this position in full
-            self._walk_into(c, False, self.g.t.ws_budget, out)
-            return 0
-        bits = entry[0]
-        undecided = entry[1]
-        n_und = undecided.shape[0]
         with nogil:
-            for w in range(self.n_words):
-                out[w] |= bits[w]
-            if n_und:
-                push_config(&self.a, c)
-                for i in range(n_und):
-                    tok = undecided[i]
-                    self.a.cfg_len = base + 1
-                    k = advance(&self.g.t, &self.a, base, 1, &tr.tok_bytes[tr.bytes_off[tok]],
-                                tr.bytes_off[tok + 1] - tr.bytes_off[tok], &flags)
-                    if k:
-                        out[tok >> 5] |= (<uint32_t> 1) << (tok & 31)
-                    self.a.n_frames = frames0
-                self.a.cfg_len = base
+            if entry.base > 0:
+                or_words(out, &self.slices.s.cum[<Py_ssize_t> entry.base * self.slices.s.n_words], self.n_words)
+            if entry.dense != NULL:
+                or_words(out, entry.dense, self.n_words)
+            for i in range(entry.n_extra):
+                tok = entry.extra[i]
+                out[tok >> 5] |= (<uint32_t> 1) << (tok & 31)
+            for i in range(entry.n_und):
+                tok = entry.und[i]
+                self.a.cfg_len = base_cfg
+                k = advance(&self.g.t, &self.a, off, n, &tr.tok_bytes[tr.bytes_off[tok]],
+                            tr.bytes_off[tok + 1] - tr.bytes_off[tok], &flags)
+                if k:
+                    out[tok >> 5] |= (<uint32_t> 1) << (tok & 31)
+                self.a.n_frames = frames0
+            self.a.cfg_len = base_cfg
         if flags & F_OVERFLOW:
             raise LlamayError("input is too ambiguous for this grammar (limit MAX_CONFIGURATIONS)")
         return 0
 
-    cdef object _build_entry(self, Config pos, key):
-        cdef int32_t ws_cap = pos.ws
-        pos.ws = 0
-        mask = np.zeros(self.n_words, np.uint32)
+    cdef Entry _build_entry(self, int32_t m, key):
+        """Compute and cache the entry of positions ``recs[0:m]``.
+
+        The positions become one start set of the machine: configurations with their frames
+        interned, under one whitespace window (the widest; a configuration with less starts
+        that much into it).
+        """
+        cdef int32_t ws_cap = 0, start = -1, base = -1, i, j, parent
+        cdef int rc = 0
+        cdef bint ok = True
+        cdef SetMachine mach = self.machine
+        cdef Config* start_cfg
+        cdef PosRec* r
+        cdef Entry entry
+        if self.g.t.ws_budget >= 0:
+            for i in range(m):
+                ws_cap = max(ws_cap, self.recs[i].ws)
+        if m > self.start_cap:
+            self.start_cfg = <Config*> realloc(self.start_cfg, m * sizeof(Config))
+            if self.start_cfg == NULL:
+                self.start_cap = 0
+                raise MemoryError("matcher positions")
+            self.start_cap = m
+        start_cfg = self.start_cfg
         self.cd.len = 0
-        self._walk_into(pos, True, ws_cap, <uint32_t*> <size_t> mask.ctypes.data)
-        undecided = np.array(<int32_t[:self.cd.len]> self.cd.data if self.cd.len else [], np.int32)
-        if not self.cache.put(key, mask, undecided):
+        self.acc.len = 0
+        with nogil:
+            PyThread_acquire_lock(mach.lock, WAIT_LOCK)
+            for j in range(m):
+                r = &self.recs[j]
+                parent = BOTTOM if r.bottom else CTX
+                for i in range(r.depth - 1, -1, -1):
+                    parent = mach.intern_frame(r.frames[2 * i], r.frames[2 * i + 1], parent)
+                    if parent < 0:
+                        ok = False
+                        break
+                if not ok:
+                    break
+                start_cfg[j].state = r.state
+                start_cfg[j].counter = r.counter
+                start_cfg[j].parent = parent
+                start_cfg[j].ws = 0 if self.g.t.ws_budget < 0 else ws_cap - r.ws
+            if ok:
+                start = mach.intern_set(start_cfg, m, ws_cap)
+            if start >= 0:
+                memset(self.scratch, 0, self.n_words * sizeof(uint32_t))
+                rc = entry_walk(mach, &self.trie.tr, &self.slices.s, start, self.scratch, &self.acc, &self.cd, &base,
+                                self.w_set)
+            else:
+                rc = start if start < -1 else D_FULL
+            PyThread_release_lock(mach.lock)
+        if rc == D_FULL:  # the machine is full: the plain walk
+            return self._build_entry_plain(m, key)
+        if rc != 0:
+            raise LlamayError("input is too ambiguous for this grammar (limit MAX_CONFIGURATIONS)")
+        entry = Entry()
+        entry.und = _copy_ints(self.cd.data, self.cd.len)
+        entry.n_und = self.cd.len
+        if base >= 0 and self.acc.len <= self.n_words // 8:
+            entry.base = base
+            entry.extra = _copy_ints(self.acc.data, self.acc.len)
+            entry.n_extra = self.acc.len
+        else:  # a bitmask (a slice with many extra tokens too: one pass over the words beats scattered bits)
+            if base >= 0:
+                with nogil:
+                    if base > 0:
+                        memcpy(self.scratch, &self.slices.s.cum[<Py_ssize_t> base * self.slices.s.n_words],
+                               self.n_words * sizeof(uint32_t))
+                    for i in range(self.acc.len):
+                        self.scratch[self.acc.data[i] >> 5] |= (<uint32_t> 1) << (self.acc.data[i] & 31)
+            entry.dense = <uint32_t*> malloc(self.n_words * sizeof(uint32_t))
+            if entry.dense == NULL:
+                raise MemoryError("mask cache entry")
+            memcpy(entry.dense, self.scratch, self.n_words * sizeof(uint32_t))
+        if (entry.n_und and entry.und == NULL) or (entry.n_extra and entry.extra == NULL):
+            raise MemoryError("mask cache entry")
+        if not self.cache.put(key, entry, entry.nbytes(self.n_words)):
             return None
-        return (mask, undecided)
+        return entry
+
+    cdef Entry _build_entry_plain(self, int32_t m, key):
+        """The entry by the plain walk, one position after another (when the set machine is full)."""
+        cdef int32_t i, k, parent, frames0 = self.a.n_frames
+        cdef Config pos
+        cdef PosRec* r
+        cdef Entry entry = Entry()
+        entry.dense = <uint32_t*> calloc(self.n_words, sizeof(uint32_t))
+        if entry.dense == NULL:
+            raise MemoryError("mask cache entry")
+        self.cd.len = 0
+        for i in range(m):
+            r = &self.recs[i]
+            parent = BOTTOM if r.bottom else CTX
+            for k in range(r.depth - 1, -1, -1):
+                parent = push_frame(&self.a, r.frames[2 * k], r.frames[2 * k + 1], parent)
+                if parent < 0:
+                    raise MemoryError("matcher frames")
+            pos.state = r.state
+            pos.counter = r.counter
+            pos.parent = parent
+            pos.ws = 0
+            self._walk_into(pos, True, r.ws, entry.dense)
+            self.a.n_frames = frames0
+        entry.und = _copy_ints(self.cd.data, self.cd.len)
+        entry.n_und = self.cd.len
+        if entry.n_und and entry.und == NULL:
+            raise MemoryError("mask cache entry")
+        if not self.cache.put(key, entry, entry.nbytes(self.n_words)):
+            return None
+        return entry
 
     cdef int _walk_into(self, Config c, bint ci, int32_t ws_cap, uint32_t* out) except -1:
         cdef int flags

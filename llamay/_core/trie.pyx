@@ -7,7 +7,7 @@ the nodes past its common prefix with the previous one. Tokens with no bytes (sp
 control, EOS) are not in the trie: they never match text.
 """
 
-from libc.stdint cimport int32_t, uint8_t
+from libc.stdint cimport int32_t, uint8_t, uint32_t
 
 import numpy as np
 
@@ -54,9 +54,15 @@ cdef class TokenTrie:
         node_tok = np.zeros(n_nodes + 1, np.int32)
         node_size = np.zeros(max(n_nodes, 1), np.int32)
         _finish(nd, nft, node_tok, node_size, n_nodes, len(order))
+        fan_off = np.full(max(n_nodes, 1), -1, np.int32)
+        fan_pool, root_fan = _fan_index(node_byte, node_depth, node_size, fan_off, n_nodes)
         self._arrays = {
+            "fan_off": fan_off,
+            "fan_pool": fan_pool,
             "node_byte": node_byte[: max(n_nodes, 1)].copy(),
             "node_depth": node_depth[: max(n_nodes, 1)].copy(),
+            "node_db": ((node_depth[: max(n_nodes, 1)] << 8) | node_byte[: max(n_nodes, 1)]
+                        | np.where(fan_off >= 0, np.int32(NODE_FAN), np.int32(0))).astype(np.int32),
             "node_size": node_size,
             "node_tok": node_tok,
             "tok_ids": tok_ids,
@@ -69,6 +75,10 @@ cdef class TokenTrie:
         self.tr.n_tokens = n_tok
         self.tr.node_byte = <const uint8_t*> <size_t> a["node_byte"].ctypes.data
         self.tr.node_depth = <const int32_t*> <size_t> a["node_depth"].ctypes.data
+        self.tr.node_db = <const int32_t*> <size_t> a["node_db"].ctypes.data
+        self.tr.fan_off = <const int32_t*> <size_t> a["fan_off"].ctypes.data
+        self.tr.fan_pool = <const int32_t*> <size_t> a["fan_pool"].ctypes.data
+        self.tr.root_fan = root_fan
         self.tr.node_size = <const int32_t*> <size_t> a["node_size"].ctypes.data
         self.tr.node_tok = <const int32_t*> <size_t> a["node_tok"].ctypes.data
         self.tr.tok_ids = <const int32_t*> <size_t> a["tok_ids"].ctypes.data
@@ -111,3 +121,38 @@ cdef void _finish(int32_t[::1] depth, int32_t[::1] first_tok, int32_t[::1] node_
     while top > 0:
         top -= 1
         node_size[stack[top]] = <int32_t> (n - stack[top])
+
+
+def _fan_index(uint8_t[::1] byte, int32_t[::1] depth, int32_t[::1] size, int32_t[::1] fan_off, Py_ssize_t n):
+    """Records of the nodes (and the root) with FAN_MIN children or more: which bytes, and where each child is."""
+    cdef Py_ssize_t i, c, k, n_rec = 0, need = 0
+    cdef int32_t fan
+    cdef list parents = []
+    # children of node i: i + 1, then each next sibling (past the previous one's subtree)
+    for i in range(-1, n):
+        fan = 0
+        c = i + 1
+        while c < (n if i < 0 else i + size[i]):
+            fan += 1
+            c += size[c]
+        if fan >= FAN_MIN:
+            parents.append(i)
+            need += 8 + fan
+    pool = np.zeros(max(need, 1), np.int32)
+    cdef int32_t[::1] pv = pool
+    cdef int32_t root = -1
+    k = 0
+    for i in parents:
+        if i < 0:
+            root = <int32_t> k
+        else:
+            fan_off[i] = <int32_t> k
+        c = i + 1
+        fan = 0
+        while c < (n if i < 0 else i + size[i]):
+            pv[k + (byte[c] >> 5)] |= <int32_t> ((<uint32_t> 1) << (byte[c] & 31))
+            pv[k + 8 + fan] = <int32_t> c
+            fan += 1
+            c += size[c]
+        k += 8 + fan
+    return pool, root

@@ -1,0 +1,211 @@
+"""The first-visit fast path (``_core.dfa``): string slices of the vocabulary and the set machine.
+
+The oracle is the same as in test_mask.py: a bit is set exactly when ``accept_token`` succeeds.
+Here the grammars are JSON Schemas, whose masks go through the slice paths (string bodies,
+bounded strings, key positions of open objects, escapes, multi-byte characters) that random
+IR grammars rarely reach.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import numpy as np
+import pytest
+
+from llamay import Matcher, allocate_bitmask, compile_json_schema
+from llamay._core.dfa import slices_for
+
+VOCABS = ["byte_vocab", "smollm2_vocab", "llama3_vocab", "gemma_vocab"]
+
+SCHEMAS = {
+    "open-object": (
+        {
+            "type": "object",
+            "properties": {"base": {"type": "number"}, "height": {"type": "number"}, "side_length": {"type": "string"}},
+        },
+        [
+            '{"base":10,"height":5,"side_length":"12 cm","colour":"red"}',
+            '{"height":1,"basement":"é ü","b":null,"sid":[1,{"x":"y"}]}',
+        ],
+    ),
+    "bounded-strings": (
+        {
+            "type": "object",
+            "properties": {
+                "key": {"type": "string", "maxLength": 12},
+                "value": {"type": "string", "minLength": 2, "maxLength": 300},
+                "tags": {"type": "array", "items": {"type": "string", "maxLength": 5}},
+            },
+            "additionalProperties": False,
+        },
+        [
+            '{"key":"example_key","value":"This is an example value, with \\"quotes\\" and ünïcödé 中文.",'
+            '"tags":["a","bcde",""]}',
+            '{"key":"twelve chars","value":"' + "long value " * 25 + '","tags":["abcde"]}',
+        ],
+    ),
+    "free-text": (
+        {"type": "object", "properties": {"text": {"type": "string"}, "n": {"type": "integer"}}, "required": ["text"]},
+        ['{"text":"Line one\\nline two\\ttab \\u00e9 \\\\ slash / 😀 end","n":-12}'],
+    ),
+    "enum-pattern-format": (
+        {
+            "type": "object",
+            "properties": {
+                "kind": {"enum": ["flow", "user", "apiToken"]},
+                "id": {"type": "string", "pattern": "^[a-f0-9]{8}$"},
+                "when": {"type": "string", "format": "date"},
+            },
+        },
+        ['{"kind":"user","id":"5f5f5f5f","when":"2024-03-12"}'],
+    ),
+    "nested": (
+        {
+            "type": "array",
+            "items": {"type": "object", "properties": {"name": {"type": "string"}, "price": {"type": "number"}}},
+        },
+        ['[{"name":"Apples","price":5.99},{"name":"Banana","price":0.5,"note":"ripe"}]'],
+    ),
+}
+
+
+def allowed(mask: np.ndarray, size: int) -> np.ndarray:
+    bits = np.unpackbits(mask.view(np.uint8), bitorder="little")[:size]
+    return np.flatnonzero(bits)
+
+
+def accepted_by_stepping(m: Matcher, vocab) -> np.ndarray:
+    ok = []
+    for i in range(vocab.size):
+        if m.accept_token(i):
+            ok.append(i)
+            m.rollback(1)
+    return np.array(ok, dtype=np.int64)
+
+
+def greedy_tokens(m: Matcher, vocab, document: bytes) -> list[int]:
+    """The longest token that continues ``document`` and that the matcher accepts, at every position."""
+    by_bytes: dict[bytes, int] = {}
+    for i in range(vocab.size):
+        b = vocab.token_bytes(i)
+        if b and b not in by_bytes:
+            by_bytes[b] = i
+    longest = max(map(len, by_bytes))
+    out, pos = [], 0
+    while pos < len(document):
+        for n in range(min(longest, len(document) - pos), 0, -1):
+            tok = by_bytes.get(document[pos : pos + n])
+            if tok is not None and m.accept_token(tok):
+                out.append(tok)
+                pos += n
+                break
+        else:
+            raise AssertionError(f"no token continues the document at byte {pos}")
+    m.rollback(len(out))
+    return out
+
+
+def _safe_chars(b: bytes) -> tuple[int, int]:
+    """(bytes, characters) of the longest prefix of ``b`` made of whole safe characters."""
+    i = n = 0
+    while i < len(b):
+        for k in (1, 2, 3, 4):
+            try:
+                ch = b[i : i + k].decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+            break
+        else:
+            break
+        if len(ch) != 1 or ch in '"\\' or ord(ch) < 0x20:
+            break
+        i += k
+        n += 1
+    return i, n
+
+
+@pytest.mark.parametrize("vocab_name", VOCABS)
+def test_slices_split_the_vocabulary(request, vocab_name):
+    vocab = request.getfixturevalue(vocab_name)
+    sl = slices_for(vocab.trie)
+    a = sl.arrays()
+    kinds, cum = a["kinds"], a["cum"]
+    expected = np.full(len(kinds), -1)
+    for i in range(len(kinds)):
+        b = vocab.token_bytes(i)
+        if b:
+            used, chars = _safe_chars(b)
+            if used == len(b):
+                expected[i] = chars
+    np.testing.assert_array_equal(kinds, expected)
+    for r in sorted({min(r, sl.kmax) for r in (1, 2, 5, 16, sl.kmax)}):
+        want = np.flatnonzero((kinds >= 1) & (kinds <= r))
+        np.testing.assert_array_equal(allowed(cum[r].view(np.int32), vocab.size), want)
+
+
+@pytest.mark.parametrize("vocab_name", VOCABS)
+@pytest.mark.parametrize("budget", [None, 64], ids=["unbounded-ws", "ws-64"])
+def test_masks_along_documents_match_stepping(request, vocab_name, budget):
+    vocab = request.getfixturevalue(vocab_name)
+    mask = allocate_bitmask(vocab.size)
+    # every position on the small vocabularies; a sample on the large ones (each check steps every token)
+    stride = {"byte_vocab": 1, "smollm2_vocab": 1, "llama3_vocab": 2, "gemma_vocab": 3}[vocab_name]
+    for name, (schema, documents) in SCHEMAS.items():
+        grammar = compile_json_schema(schema, closed_objects=False, whitespace_budget=budget)
+        for doc in documents:
+            text = json.dumps(json.loads(doc), ensure_ascii=False).encode() if budget else doc.encode()
+            m = Matcher(grammar, vocab)
+            tokens = greedy_tokens(m, vocab, text)
+            for p, tok in enumerate([*tokens, None]):
+                if p % stride == 0 or tok is None:
+                    m.fill_next_token_bitmask(mask)
+                    np.testing.assert_array_equal(
+                        allowed(mask, vocab.size),
+                        accepted_by_stepping(m, vocab),
+                        err_msg=f"{name} at token {p} of {text!r}",
+                    )
+                if tok is not None:
+                    assert m.accept_token(tok)
+
+
+def test_matchers_of_one_grammar_in_threads_agree(smollm2_vocab):
+    """Threads share the grammar's set machine (under its lock) and mask cache."""
+    schema, documents = SCHEMAS["open-object"]
+    grammar = compile_json_schema(schema, closed_objects=False)
+    reference = compile_json_schema(schema, closed_objects=False)
+    texts = [d.encode() for d in documents] * 3
+    expected = []
+    for text in texts:
+        m = Matcher(reference, smollm2_vocab)
+        mask = allocate_bitmask(smollm2_vocab.size)
+        masks = []
+        for tok in [*greedy_tokens(m, smollm2_vocab, text), None]:
+            m.fill_next_token_bitmask(mask)
+            masks.append(mask.copy())
+            if tok is not None:
+                m.accept_token(tok)
+        expected.append(masks)
+    results: dict[int, list] = {}
+
+    def run(k: int) -> None:
+        m = Matcher(grammar, smollm2_vocab)
+        mask = allocate_bitmask(smollm2_vocab.size)
+        masks = []
+        for tok in [*greedy_tokens(m, smollm2_vocab, texts[k]), None]:
+            m.fill_next_token_bitmask(mask)
+            masks.append(mask.copy())
+            if tok is not None:
+                m.accept_token(tok)
+        results[k] = masks
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(len(texts))]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    for k in range(len(texts)):
+        assert len(results[k]) == len(expected[k])
+        for got, want in zip(results[k], expected[k], strict=True):
+            np.testing.assert_array_equal(got, want)
