@@ -67,13 +67,21 @@ class Resolver:
             if target is None:
                 raise SchemaError(f"$ref {ref!r} names no anchor of the schema", keyword="$ref", pointer=pointer)
             return target
-        node = document
-        for token in unquote(fragment).split("/")[1:]:
-            token = token.replace("~1", "/").replace("~0", "~")
-            if isinstance(node, dict) and token in node:
-                node = node[token]
-            elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
-                node = node[int(token)]
-            else:
-                raise SchemaError(f"$ref {ref!r} points at nothing in the schema", keyword="$ref", pointer=pointer)
+        node = pointer_target(document, fragment)
+        if node is None:
+            raise SchemaError(f"$ref {ref!r} points at nothing in the schema", keyword="$ref", pointer=pointer)
         return node
+
+
+def pointer_target(document, fragment: str):
+    """The value a JSON Pointer fragment (``/a/0``, percent-encoded) names in ``document``; ``None``: nothing."""
+    node = document
+    for token in unquote(fragment).split("/")[1:]:
+        token = token.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and token in node:
+            node = node[token]
+        elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+            node = node[int(token)]
+        else:
+            return None
+    return node

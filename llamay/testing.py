@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from urllib.parse import unquote
 
 import numpy as np
 
 from .errors import InternalError
 from .regex import RegexError, python_regex
+from .schema_refs import pointer_target
 from .vocab import Vocabulary
 
 
@@ -132,18 +132,7 @@ class _KeyOrder:
 
     def resolve(self, ref: str):
         """The target of a local JSON Pointer ``$ref`` (``None`` for any other)."""
-        if not ref.startswith("#"):
-            return None
-        node = self.root
-        for token in unquote(ref[1:]).split("/")[1:]:
-            token = token.replace("~1", "/").replace("~0", "~")
-            if isinstance(node, dict) and token in node:
-                node = node[token]
-            elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
-                node = node[int(token)]
-            else:
-                return None
-        return node
+        return pointer_target(self.root, ref[1:]) if ref.startswith("#") else None
 
     def matches(self, data, branch) -> bool:
         if self._validator is None:

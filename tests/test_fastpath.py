@@ -13,6 +13,7 @@ import threading
 
 import numpy as np
 import pytest
+from test_mask import accepted_by_stepping, allowed
 
 from llamay import Matcher, allocate_bitmask, compile_json_schema
 from llamay._core.dfa import slices_for
@@ -69,20 +70,6 @@ SCHEMAS = {
         ['[{"name":"Apples","price":5.99},{"name":"Banana","price":0.5,"note":"ripe"}]'],
     ),
 }
-
-
-def allowed(mask: np.ndarray, size: int) -> np.ndarray:
-    bits = np.unpackbits(mask.view(np.uint8), bitorder="little")[:size]
-    return np.flatnonzero(bits)
-
-
-def accepted_by_stepping(m: Matcher, vocab) -> np.ndarray:
-    ok = []
-    for i in range(vocab.size):
-        if m.accept_token(i):
-            ok.append(i)
-            m.rollback(1)
-    return np.array(ok, dtype=np.int64)
 
 
 def greedy_tokens(m: Matcher, vocab, document: bytes) -> list[int]:
