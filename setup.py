@@ -7,7 +7,7 @@ from Cython.Build import cythonize
 from setuptools import Extension, setup
 
 DEBUG = os.environ.get("LLAMAY_DEBUG") == "1"
-MODULES = ["automaton", "trie", "walk", "dfa", "lexicon", "matcher", "bitmask"]
+MODULES = ["automaton", "lowering", "trie", "walk", "dfa", "lexicon", "matcher", "bitmask"]
 
 directives = {
     "language_level": "3",

@@ -10,7 +10,7 @@ A grammar is a set of named rules. A rule is an expression built from:
   counter held in the rule's stack frame, so ``[0-9]{1,4096}`` costs a handful of states.
 
 Expressions are immutable values; build them with the helpers below.
-``Grammar.compile`` lowers the rules onto the core's flat automaton (``llamay.lowering``).
+``Grammar.compile`` lowers the rules onto the core's flat automaton (``llamay._core.lowering``).
 """
 
 from __future__ import annotations
@@ -157,6 +157,6 @@ class Grammar:
         self, root: str = "root", *, whitespace_budget: int | None = None, warnings: list[str] | None = None
     ) -> CompiledGrammar:
         """Lower onto the core automaton; raises ``GrammarError`` naming the rule at fault."""
-        from .lowering import lower
+        from ._core.lowering import lower
 
         return lower(self.rules, root, whitespace_budget=whitespace_budget, warnings=warnings or [])

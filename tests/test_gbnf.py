@@ -484,6 +484,20 @@ def test_nesting_at_the_depth_limit_compiles():
     assert accepts(g, "b") and not accepts(g, "ab")
 
 
+@pytest.mark.parametrize("recursive", [False, True], ids=["inlined", "frames"])
+def test_long_rule_chains_compile_without_deep_recursion(recursive):
+    """20,000 rules each calling the next: sizes and frame bodies come from worklists, not the C stack.
+
+    (The chain once crashed the process; before that, it raised RecursionError.)
+    """
+    n = 20_000
+    loop = " | r0" if recursive else ""  # a cycle through every rule makes each one a frame
+    text = "root ::= r0\n" + "".join(f'r{i} ::= "a" r{i + 1}\n' for i in range(n)) + f'r{n} ::= "b"{loop}\n'
+    g = compiled(text)
+    assert accepts(g, "a" * n + "b")
+    assert not accepts(g, "a" * (n - 1) + "b")
+
+
 # ---------------------------------------------------------------------------------------
 # Refusals: rule, line and column
 # ---------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ BOTTOM / CTX), and the whitespace spent so far. A set of configurations is the s
 """
 
 from libc.stdint cimport int32_t, uint8_t, uint32_t
+from libc.stdlib cimport realloc
 
 cdef enum:
     ACCEPT = -1      # Config.state of "the document is complete"
@@ -17,6 +18,11 @@ cdef enum:
     F_OVERFLOW = 2   # more than MAX_CONFIGURATIONS configurations, or out of memory
     WS_WINDOW = 16   # whitespace a context-independent walk may spend before deferring to the context
     CTX_FRAMES = 3   # frames below the top that a mask-cache position includes
+
+cdef enum:           # x_kind: the special edges
+    EDGE_CALL = 1    # push a frame returning to the target, enter rule x_arg
+    EDGE_INC = 2     # one more iteration of the frame's counted repetition, if under max
+    EDGE_EXIT = 3    # leave it, if at least min iterations were started
 
 ctypedef struct Config:
     int32_t state
@@ -60,6 +66,21 @@ ctypedef struct Arena:
     Config* work
     int32_t work_cap
     int32_t max_configs
+
+cdef inline bint grow(void** buf, int32_t* cap, int32_t need, size_t item) noexcept nogil:
+    cdef int32_t new_cap = cap[0]
+    cdef void* p
+    if need <= new_cap:
+        return True
+    while new_cap < need:
+        new_cap *= 2
+    p = realloc(buf[0], new_cap * item)
+    if p == NULL:
+        return False
+    buf[0] = p
+    cap[0] = new_cap
+    return True
+
 
 cdef int arena_init(Arena* a, int32_t max_configs) noexcept nogil
 cdef void arena_free(Arena* a) noexcept nogil

@@ -11,13 +11,13 @@ Frames are shared within a step when identical, and never freed during one: call
 truncate ``n_frames`` and ``cfg_len`` to undo speculative work.
 """
 
-from libc.stdlib cimport free, malloc, realloc
+from libc.stdlib cimport free, malloc
 
 import numpy as np
 
-CALL = 1
-INC = 2
-EXIT = 3
+CALL = EDGE_CALL
+INC = EDGE_INC
+EXIT = EDGE_EXIT
 
 
 cdef int arena_init(Arena* a, int32_t max_configs) noexcept nogil:
@@ -43,21 +43,6 @@ cdef void arena_free(Arena* a) noexcept nogil:
     a.work = NULL
 
 
-cdef inline bint _grow(void** buf, int32_t* cap, int32_t need, size_t item) noexcept nogil:
-    cdef int32_t new_cap = cap[0]
-    cdef void* p
-    if need <= new_cap:
-        return True
-    while new_cap < need:
-        new_cap *= 2
-    p = realloc(buf[0], new_cap * item)
-    if p == NULL:
-        return False
-    buf[0] = p
-    cap[0] = new_cap
-    return True
-
-
 cdef inline bint _same(Config x, Config y) noexcept nogil:
     return x.state == y.state and x.counter == y.counter and x.parent == y.parent and x.ws == y.ws
 
@@ -67,7 +52,7 @@ cdef inline int _emit(Arena* a, Config c, int32_t out_start, int* flags) noexcep
     for i in range(out_start, a.cfg_len):
         if _same(a.cfg[i], c):
             return 0
-    if a.cfg_len - out_start >= a.max_configs or not _grow(<void**> &a.cfg, &a.cfg_cap, a.cfg_len + 1, sizeof(Config)):
+    if a.cfg_len - out_start >= a.max_configs or not grow(<void**> &a.cfg, &a.cfg_cap, a.cfg_len + 1, sizeof(Config)):
         flags[0] |= F_OVERFLOW
         return -1
     a.cfg[a.cfg_len] = c
@@ -77,7 +62,7 @@ cdef inline int _emit(Arena* a, Config c, int32_t out_start, int* flags) noexcep
 
 cdef int32_t push_frame(Arena* a, int32_t ret, int32_t counter, int32_t parent) noexcept nogil:
     """Append a frame (no sharing); returns its index, or -1 when out of memory."""
-    if not _grow(<void**> &a.frames, &a.frames_cap, a.n_frames + 1, sizeof(Frame)):
+    if not grow(<void**> &a.frames, &a.frames_cap, a.n_frames + 1, sizeof(Frame)):
         return -1
     a.frames[a.n_frames].ret = ret
     a.frames[a.n_frames].counter = counter
@@ -102,7 +87,7 @@ cdef inline void _push_seen(Arena* a, Config y, int32_t* seen, int* flags) noexc
     for i in range(seen[0]):
         if _same(a.work[i], y):
             return
-    if seen[0] >= a.max_configs or not _grow(<void**> &a.work, &a.work_cap, seen[0] + 1, sizeof(Config)):
+    if seen[0] >= a.max_configs or not grow(<void**> &a.work, &a.work_cap, seen[0] + 1, sizeof(Config)):
         flags[0] |= F_OVERFLOW
         return
     a.work[seen[0]] = y
@@ -142,7 +127,7 @@ cdef int32_t closure(const Tables* t, Arena* a, Config c, int32_t out_start, int
         for j in range(t.x_start[s], t.x_start[s + 1]):
             k = t.x_kind[j]
             y = x
-            if k == 1:      # CALL: push a frame returning to the target, enter the rule
+            if k == EDGE_CALL:  # CALL: push a frame returning to the target, enter the rule
                 if t.tail[t.x_tgt[j]]:
                     f = x.parent  # a tail call: right recursion runs in constant stack
                 else:
@@ -152,7 +137,7 @@ cdef int32_t closure(const Tables* t, Arena* a, Config c, int32_t out_start, int
                 y.state = t.rule_start[t.x_arg[j]]
                 y.counter = 0
                 y.parent = f
-            elif k == 2:    # INC: one more iteration, if under max
+            elif k == EDGE_INC:  # INC: one more iteration, if under max
                 r = t.state_rule[s]
                 if x.counter >= t.rule_max[r]:
                     continue
@@ -220,7 +205,7 @@ _FIELDS = ("b_start", "b_lo", "b_hi", "b_tgt", "b_ws", "x_start", "x_kind", "x_a
 cdef class CompiledGrammar:
     """An immutable automaton: flat typed arrays, shared by every matcher and thread.
 
-    Built by ``llamay.lowering`` from IR rules; ``warnings`` lists what the source asked
+    Built by ``llamay._core.lowering`` from IR rules; ``warnings`` lists what the source asked
     for and the automaton does not enforce. Token-mask caches per vocabulary hang off it.
     """
 
@@ -267,6 +252,16 @@ cdef class CompiledGrammar:
     @property
     def n_states(self):
         return self.t.n_states
+
+    @property
+    def tables(self):
+        """The flat arrays (read-only numpy views), for inspection and tests."""
+        n, arrays = self.t.n_states, self._arrays
+        size = dict.fromkeys(("b_start", "x_start"), n + 1) | dict.fromkeys(("final", "state_rule"), n)
+        size |= dict.fromkeys(("b_lo", "b_hi", "b_tgt", "b_ws"), int(arrays["b_start"][n]))
+        size |= dict.fromkeys(("x_kind", "x_arg", "x_tgt"), int(arrays["x_start"][n]))
+        size |= dict.fromkeys(("rule_start", "rule_min", "rule_max"), len(self.rule_names))
+        return {name: arrays[name][: size[name]] for name in _FIELDS}
 
     def __repr__(self):
         return f"CompiledGrammar(states={self.t.n_states}, rules={len(self.rule_names)}, warnings={self.warnings!r})"

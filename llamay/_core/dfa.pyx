@@ -42,8 +42,8 @@ from libc.string cimport memcmp, memcpy, memset
 
 import numpy as np
 
-from .automaton cimport (F_NEED_CTX, F_OVERFLOW, Arena, CompiledGrammar, Config, Frame, Tables, arena_free,
-                         arena_init, step)
+from .automaton cimport (EDGE_CALL, F_NEED_CTX, F_OVERFLOW, Arena, CompiledGrammar, Config, Frame, Tables,
+                         arena_free, arena_init, step)
 from .trie cimport FAN_MIN, NODE_DEPTH, TokenTrie, TrieTables
 from .walk cimport IntVec, intvec_push_range
 
@@ -746,7 +746,7 @@ cdef class SetMachine:
                 self.su_pool[self.su_n] = x if t_.b_start[x + 1] > t_.b_start[x] else ~x
                 self.su_n += 1
                 for j in range(t_.x_start[x], t_.x_start[x + 1]):
-                    if t_.x_kind[j] == 1 and top < 64:  # CALL: enter the callee
+                    if t_.x_kind[j] == EDGE_CALL and top < 64:  # enter the callee
                         y = t_.rule_start[t_.x_arg[j]]
                         if y >= 0:
                             stack[top] = y

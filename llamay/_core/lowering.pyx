@@ -1,0 +1,860 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""Lowering: IR rules onto the core's flat pushdown automaton.
+
+Theory of operation. Every *frame rule* becomes a small NFA over bytes with one start
+and one final state; reaching the final state pops the frame. Frame rules are the root,
+rules that take part in recursion, rules too big to copy, and counted repetitions.
+Everything else is inlined at each use, so a JSON Schema without ``$ref`` is one frame:
+the mask cache (``_core.maskcache``) can then decide most tokens from the top frame alone.
+
+Edges are of four kinds: a byte range (optionally charged to the whitespace budget);
+``CALL r`` (push a frame returning to the edge's target, enter rule ``r`` with counter 0);
+``INC`` (start one more iteration of the frame's counted repetition, if under ``max``);
+``EXIT`` (leave it, if at least ``min`` iterations were started). Plain epsilon edges exist
+only while building: they are eliminated before the arrays are emitted, so the runtime
+closure follows only calls, counters and pops.
+
+The walk over IR expressions holds Python objects; states and edges live in C arrays, and
+epsilon elimination, renumbering and packing run on them without the interpreter: a large
+schema lowers to tens of thousands of states, and compile time is a product target.
+
+Refused here, by rule name: undefined rules, a missing root, ``Alt()`` and empty byte
+sets, bad repetition bounds, left recursion (direct, indirect or through a nullable
+prefix: the automaton expands a call before it reads a byte, so it would never stop),
+and automata over ``limits.MAX_STATES``.
+"""
+
+from libc.stdint cimport int32_t, uint8_t
+from libc.stdlib cimport free, malloc, qsort
+from libc.string cimport memset
+
+import time
+
+import numpy as np
+
+from .. import limits
+from ..errors import GrammarError
+from ..ir import Alt, Bytes, Ref, Repeat, Seq, alt, seq
+
+from .automaton cimport EDGE_CALL, EDGE_EXIT, EDGE_INC, CompiledGrammar, grow
+
+cdef enum:
+    EDGE_EPS = 0              # build-time only: eliminated before packing
+    DEADLINE_EVERY = 1024     # expressions walked between two looks at the clock
+
+ctypedef struct ByteEdge:
+    uint8_t lo
+    uint8_t hi
+    int32_t tgt
+    uint8_t ws
+    int32_t src
+
+ctypedef struct Special:
+    int32_t kind
+    int32_t arg
+    int32_t tgt
+    int32_t src
+
+ctypedef struct Edges:          # edges grouped by source state: [start[s], start[s + 1])
+    int32_t* start
+    ByteEdge* b
+    int32_t* b_start
+    Special* x
+    int32_t* x_start
+
+
+cdef int _cmp_byte(const void* a, const void* b) noexcept nogil:
+    cdef const ByteEdge* p = <const ByteEdge*> a
+    cdef const ByteEdge* q = <const ByteEdge*> b
+    if p.lo != q.lo:
+        return -1 if p.lo < q.lo else 1
+    if p.hi != q.hi:
+        return -1 if p.hi < q.hi else 1
+    if p.tgt != q.tgt:
+        return -1 if p.tgt < q.tgt else 1
+    return <int> p.ws - <int> q.ws
+
+
+cdef int _cmp_special(const void* a, const void* b) noexcept nogil:
+    cdef const Special* p = <const Special*> a
+    cdef const Special* q = <const Special*> b
+    if p.kind != q.kind:
+        return -1 if p.kind < q.kind else 1
+    if p.arg != q.arg:
+        return -1 if p.arg < q.arg else 1
+    if p.tgt != q.tgt:
+        return -1 if p.tgt < q.tgt else 1
+    return 0
+
+
+cdef class _NFA:
+    """States and edges under construction: appended in any order, grouped by source at the end."""
+
+    cdef int32_t n_states, states_cap, n_b, b_cap, n_x, x_cap
+    cdef int32_t* rule
+    cdef uint8_t* final
+    cdef ByteEdge* b
+    cdef Special* x
+
+    def __cinit__(self):
+        self.states_cap = self.b_cap = self.x_cap = 1024
+        self.rule = <int32_t*> malloc(self.states_cap * sizeof(int32_t))
+        self.final = <uint8_t*> malloc(self.states_cap)
+        self.b = <ByteEdge*> malloc(self.b_cap * sizeof(ByteEdge))
+        self.x = <Special*> malloc(self.x_cap * sizeof(Special))
+        if self.rule == NULL or self.final == NULL or self.b == NULL or self.x == NULL:
+            raise MemoryError()
+
+    def __dealloc__(self):
+        free(self.rule)
+        free(self.final)
+        free(self.b)
+        free(self.x)
+
+    cdef int32_t state(self, int32_t rule) except -1:
+        cdef int32_t cap = self.states_cap
+        if not grow(<void**> &self.rule, &self.states_cap, self.n_states + 1, sizeof(int32_t)):
+            raise MemoryError()
+        if not grow(<void**> &self.final, &cap, self.n_states + 1, 1):
+            raise MemoryError()
+        self.rule[self.n_states] = rule
+        self.final[self.n_states] = 0
+        self.n_states += 1
+        return self.n_states - 1
+
+    cdef int byte_edge(self, int32_t s, int lo, int hi, int32_t t, bint ws) except -1:
+        if not grow(<void**> &self.b, &self.b_cap, self.n_b + 1, sizeof(ByteEdge)):
+            raise MemoryError()
+        self.b[self.n_b] = ByteEdge(<uint8_t> lo, <uint8_t> hi, t, ws, s)
+        self.n_b += 1
+        return 0
+
+    cdef int special(self, int32_t s, int32_t kind, int32_t arg, int32_t t) except -1:
+        if not grow(<void**> &self.x, &self.x_cap, self.n_x + 1, sizeof(Special)):
+            raise MemoryError()
+        self.x[self.n_x] = Special(kind, arg, t, s)
+        self.n_x += 1
+        return 0
+
+    cdef int group(self, Edges* e) except -1:
+        """Counting-sort the edges by source, keeping each state's edges in insertion order."""
+        cdef int32_t n = self.n_states, i
+        e.b_start = <int32_t*> malloc((n + 1) * sizeof(int32_t))
+        e.x_start = <int32_t*> malloc((n + 1) * sizeof(int32_t))
+        e.b = <ByteEdge*> malloc((self.n_b + 1) * sizeof(ByteEdge))
+        e.x = <Special*> malloc((self.n_x + 1) * sizeof(Special))
+        if e.b_start == NULL or e.x_start == NULL or e.b == NULL or e.x == NULL:
+            _edges_free(e)
+            raise MemoryError()
+        memset(e.b_start, 0, (n + 1) * sizeof(int32_t))
+        memset(e.x_start, 0, (n + 1) * sizeof(int32_t))
+        for i in range(self.n_b):
+            e.b_start[self.b[i].src + 1] += 1
+        for i in range(self.n_x):
+            e.x_start[self.x[i].src + 1] += 1
+        for i in range(n):
+            e.b_start[i + 1] += e.b_start[i]
+            e.x_start[i + 1] += e.x_start[i]
+        for i in range(self.n_b):  # fill, then shift the starts back
+            e.b[e.b_start[self.b[i].src]] = self.b[i]
+            e.b_start[self.b[i].src] += 1
+        for i in range(self.n_x):
+            e.x[e.x_start[self.x[i].src]] = self.x[i]
+            e.x_start[self.x[i].src] += 1
+        for i in range(n, 0, -1):
+            e.b_start[i] = e.b_start[i - 1]
+            e.x_start[i] = e.x_start[i - 1]
+        e.b_start[0] = e.x_start[0] = 0
+        return 0
+
+
+cdef void _edges_free(Edges* e) noexcept nogil:
+    free(e.b_start)
+    free(e.x_start)
+    free(e.b)
+    free(e.x)
+    e.b_start = e.x_start = NULL
+    e.b = NULL
+    e.x = NULL
+
+
+cdef int _eliminate_epsilon(_NFA nfa, Edges* e) except -1:
+    """Give every state the byte edges, special edges and finality of its epsilon closure.
+
+    ``e`` holds the grouped edges on entry and the epsilon-free ones on return; a state
+    with a closure gets its edges sorted and deduplicated, the others keep their order.
+    """
+    cdef int32_t n = nfa.n_states, s, x, i, top, nb, nx, ob, ox
+    cdef int32_t bcap = nfa.n_b + 16, xcap = nfa.n_x + 16
+    cdef Edges out
+    cdef int32_t* stamp = <int32_t*> malloc(n * sizeof(int32_t))
+    cdef int32_t* stack = <int32_t*> malloc(n * sizeof(int32_t))
+    cdef bint has_eps
+    out.b_start = <int32_t*> malloc((n + 1) * sizeof(int32_t))
+    out.x_start = <int32_t*> malloc((n + 1) * sizeof(int32_t))
+    out.b = <ByteEdge*> malloc(bcap * sizeof(ByteEdge))
+    out.x = <Special*> malloc(xcap * sizeof(Special))
+    if stamp == NULL or stack == NULL or out.b_start == NULL or out.x_start == NULL or out.b == NULL or out.x == NULL:
+        free(stamp)
+        free(stack)
+        _edges_free(&out)
+        raise MemoryError()
+    for s in range(n):
+        stamp[s] = -1
+    nb = nx = 0
+    try:
+        for s in range(n):
+            out.b_start[s] = nb
+            out.x_start[s] = nx
+            has_eps = False
+            for i in range(e.x_start[s], e.x_start[s + 1]):
+                if e.x[i].kind == EDGE_EPS:
+                    has_eps = True
+                    break
+            if not has_eps:
+                ob, ox = e.b_start[s + 1] - e.b_start[s], e.x_start[s + 1] - e.x_start[s]
+                if not grow(<void**> &out.b, &bcap, nb + ob, sizeof(ByteEdge)) or not grow(
+                        <void**> &out.x, &xcap, nx + ox, sizeof(Special)):
+                    raise MemoryError()
+                for i in range(ob):
+                    out.b[nb + i] = e.b[e.b_start[s] + i]
+                for i in range(ox):
+                    out.x[nx + i] = e.x[e.x_start[s] + i]
+                nb += ob
+                nx += ox
+                continue
+            # the closure: a depth-first walk over epsilon edges, marked with this state's stamp;
+            # its byte and special edges are gathered after those already kept, then deduplicated
+            stamp[s] = s
+            stack[0] = s
+            top = 1
+            ob = ox = 0
+            while top:
+                top -= 1
+                x = stack[top]
+                if nfa.final[x]:
+                    nfa.final[s] = 1  # x's closure is within s's: its flag already covers it
+                if not grow(<void**> &out.b, &bcap, nb + ob + e.b_start[x + 1] - e.b_start[x], sizeof(ByteEdge)) \
+                        or not grow(<void**> &out.x, &xcap, nx + ox + e.x_start[x + 1] - e.x_start[x], sizeof(Special)):
+                    raise MemoryError()
+                for i in range(e.b_start[x], e.b_start[x + 1]):
+                    out.b[nb + ob] = e.b[i]
+                    ob += 1
+                for i in range(e.x_start[x], e.x_start[x + 1]):
+                    if e.x[i].kind != EDGE_EPS:
+                        out.x[nx + ox] = e.x[i]
+                        ox += 1
+                    elif stamp[e.x[i].tgt] != s:
+                        stamp[e.x[i].tgt] = s
+                        stack[top] = e.x[i].tgt
+                        top += 1
+            nb += _sorted_unique_bytes(out.b + nb, ob)
+            nx += _sorted_unique_specials(out.x + nx, ox)
+        out.b_start[n] = nb
+        out.x_start[n] = nx
+    except BaseException:
+        _edges_free(&out)
+        raise
+    finally:
+        free(stamp)
+        free(stack)
+    _edges_free(e)
+    e[0] = out
+    return 0
+
+
+cdef int32_t _sorted_unique_bytes(ByteEdge* a, int32_t n) noexcept nogil:
+    cdef int32_t i, k = 0
+    if n == 0:
+        return 0
+    qsort(a, n, sizeof(ByteEdge), _cmp_byte)
+    for i in range(1, n):
+        if _cmp_byte(&a[k], &a[i]) != 0:
+            k += 1
+            a[k] = a[i]
+    return k + 1
+
+
+cdef int32_t _sorted_unique_specials(Special* a, int32_t n) noexcept nogil:
+    cdef int32_t i, k = 0
+    if n == 0:
+        return 0
+    qsort(a, n, sizeof(Special), _cmp_special)
+    for i in range(1, n):
+        if _cmp_special(&a[k], &a[i]) != 0:
+            k += 1
+            a[k] = a[i]
+    return k + 1
+
+
+cdef class _Lowering:
+    cdef dict rules, refs, rule_ids, size_memo, rule_sizes, inline_entries, factored
+    cdef list rule_names, rule_start, rule_bounds, pending, frames
+    cdef set recursive, nullable_rules
+    cdef object root
+    cdef double deadline
+    cdef int32_t ticks
+    cdef _NFA nfa
+
+    def __init__(self, dict rules, root):
+        self.rules = rules
+        self.nfa = _NFA()
+        self.rule_ids = {}
+        self.rule_names = []
+        self.rule_start = []
+        self.rule_bounds = []
+        self.refs = _references(rules)
+        self.recursive = _recursive_rules(self.refs)
+        self.size_memo = {}
+        self.rule_sizes = {}
+        self.deadline = time.monotonic() + limits.COMPILE_SECONDS
+        self.root = root
+        self.nullable_rules = _nullable_rules(rules)
+        self.inline_entries = {}
+        self.factored = {}
+        self.pending = []
+        self.frames = []
+        self.ticks = 0
+
+    # -- sizes decide what is inlined and what is unrolled -------------------------------
+    cdef int size(self, expr, int depth) except -1:
+        cdef int n, body
+        got = self.size_memo.get(expr)
+        if got is not None:
+            return got
+        if depth > limits.MAX_DEPTH:
+            raise GrammarError(f"nesting deeper than {limits.MAX_DEPTH} (limit MAX_DEPTH)", rule=self.root)
+        tp = type(expr)
+        if tp is Bytes:
+            n = 1
+        elif tp is Seq or tp is Alt:
+            n = 1
+            for x in expr.items:
+                n += self.size(x, depth + 1)
+                if n > limits.MAX_STATES:
+                    break
+        elif tp is Ref:
+            n = 1 if self.is_frame(expr.name) else self.rule_size(expr.name)
+        else:
+            body = self.size(expr.item, depth + 1)
+            n = 2 + body * (1 if self.counted(expr) else max(expr.min, expr.max or 1, 1))
+        n = min(n, limits.MAX_STATES + 1)
+        self.size_memo[expr] = n
+        return n
+
+    cdef int rule_size(self, str name) except -1:
+        """The expanded size of rule ``name``, its inlined callees measured first.
+
+        Callees are measured from an explicit stack, not by recursion: a chain of thousands of
+        rules (each calling the next) is valid GBNF, and would overflow the C stack.
+        """
+        cdef list stack
+        cdef int i
+        got = self.rule_sizes.get(name)
+        if got is not None:
+            return got
+        stack = [[name, 0]]
+        while stack:
+            entry = stack[len(stack) - 1]
+            callees = self.refs[entry[0]]
+            i = entry[1]
+            while i < len(callees) and (callees[i] in self.rule_sizes or self.is_frame_by_name(callees[i])):
+                i += 1
+            entry[1] = i
+            if i < len(callees):
+                stack.append([callees[i], 0])
+                continue
+            stack.pop()
+            self.rule_sizes[entry[0]] = self.size(self.rules[entry[0]], 0)
+        return self.rule_sizes[name]
+
+    cdef bint is_frame_by_name(self, str name) except -1:
+        """A frame whatever its size: the root, and rules on a reference cycle."""
+        return name in self.recursive or name == self.root
+
+    cdef bint is_frame(self, str name) except -1:
+        return self.is_frame_by_name(name) or self.rule_size(name) > limits.INLINE_STATES
+
+    cdef bint counted(self, rep) except -1:
+        """Whether ``rep`` runs on a frame counter rather than unrolled states."""
+        top = rep.max if rep.max is not None else rep.min
+        return top > 1 and self.size(rep.item, 0) * top > limits.UNROLL_STATES
+
+    cdef non_empty(self, expr, int depth):
+        """``expr`` without the empty string; None when nothing else is left.
+
+        A nullable rule is expanded in place; a nullable *recursive* rule cannot be, and under
+        a counter its empty matches would spin the counter: such a grammar is refused.
+        """
+        if depth > limits.MAX_DEPTH:
+            raise GrammarError(f"nesting deeper than {limits.MAX_DEPTH} (limit MAX_DEPTH)", rule=self.root)
+        if not _nullable(expr, self.nullable_rules):
+            return expr
+        tp = type(expr)
+        if tp is Ref:
+            if expr.name in self.recursive:
+                raise GrammarError(
+                    f"rule {expr.name!r} matches the empty string and recurses; it cannot be repeated a counted "
+                    "number of times (write the empty case outside the repetition)", rule=expr.name)
+            return self.non_empty(self.rules[expr.name], depth + 1)
+        parts = []
+        if tp is Seq:  # every item is nullable: some item is the first to read a byte
+            items = expr.items
+            for i in range(len(items)):
+                first = self.non_empty(items[i], depth + 1)
+                if first is not None:
+                    parts.append(seq(first, *items[i + 1 :]))
+        elif tp is Alt:
+            for item in expr.items:
+                item = self.non_empty(item, depth + 1)
+                if item is not None:
+                    parts.append(item)
+        elif tp is Repeat:
+            item = self.non_empty(expr.item, depth + 1)
+            if item is None or expr.max == 0:
+                return None
+            if expr.max == 1:
+                return item
+            return seq(item, Repeat(expr.item, 0, None if expr.max is None else expr.max - 1))
+        return alt(*parts) if parts else None
+
+    # -- construction ---------------------------------------------------------------------
+    cdef int32_t new_state(self, int32_t rid) except -1:
+        if self.nfa.n_states > limits.MAX_STATES:
+            raise GrammarError(
+                f"grammar needs more than {limits.MAX_STATES} automaton states (limit MAX_STATES)", rule=self.root
+            )
+        return self.nfa.state(rid)
+
+    cdef int32_t frame_rule(self, key, str name, body, int32_t lo, int32_t hi) except -1:
+        """The frame rule for ``key``; its body is built later, from ``frames`` (see ``build``)."""
+        cdef int32_t rid, start, final
+        got = self.rule_ids.get(key)
+        if got is not None:
+            return got
+        rid = len(self.rule_names)
+        self.rule_ids[key] = rid
+        self.rule_names.append(name)
+        self.rule_bounds.append((lo, hi))
+        start = self.new_state(rid)
+        final = self.new_state(rid)
+        self.rule_start.append(start)
+        self.nfa.final[final] = 1
+        self.frames.append((rid, name, body, start, final, lo, hi))
+        return rid
+
+    cdef int build(self) except -1:
+        """Build the bodies of the frame rules, from a worklist: a chain of calls does not nest."""
+        cdef int32_t rid, start, final, lo, hi, loop
+        while self.frames:
+            rid, name, body, start, final, lo, hi = self.frames.pop()
+            if lo == 0 and hi == 0:
+                self.frag(body, start, final, rid, name, 0)
+            else:
+                # item{min,max} on a counter: start --EXIT--> final; start --INC--> loop --item--> start
+                loop = self.new_state(rid)
+                self.nfa.special(start, EDGE_EXIT, 0, final)
+                self.nfa.special(start, EDGE_INC, 0, loop)
+                self.frag(body, loop, start, rid, name, 0)
+            while self.pending:
+                expr, s, t, r, n = self.pending.pop()
+                self.frag(expr, s, t, r, n, 0)
+        return 0
+
+    cdef int frag(self, expr, int32_t s, int32_t t, int32_t rid, str name, int depth) except -1:
+        """Connect ``s`` to ``t`` through ``expr``. Never adds an edge into ``s`` (loops get their own state)."""
+        cdef int32_t cur, nxt, i, n, entry, callee
+        cdef tuple items
+        if depth > limits.MAX_DEPTH:
+            raise GrammarError(f"nesting deeper than {limits.MAX_DEPTH} (limit MAX_DEPTH)", rule=name)
+        self.ticks += 1
+        if self.ticks % DEADLINE_EVERY == 0 and time.monotonic() > self.deadline:
+            raise GrammarError(f"compile took over {limits.COMPILE_SECONDS} s (limit COMPILE_SECONDS)", rule=name)
+        tp = type(expr)
+        if tp is Bytes:
+            items = expr.ranges
+            if not items:
+                raise GrammarError("empty byte set matches nothing", rule=name)
+            ws = expr.whitespace
+            for lo, hi in items:
+                if not 0 <= lo <= hi <= 255:
+                    raise GrammarError(f"byte range {lo}..{hi} is not within 0..255", rule=name)
+                self.nfa.byte_edge(s, lo, hi, t, ws)
+        elif tp is Seq:
+            items = expr.items
+            n = len(items)
+            cur = s
+            for i in range(n):
+                nxt = t if i == n - 1 else self.new_state(rid)
+                self.frag(items[i], cur, nxt, rid, name, depth + 1)
+                cur = nxt
+            if n == 0:
+                self.nfa.special(s, EDGE_EPS, 0, t)
+        elif tp is Alt:
+            if not expr.items:
+                raise GrammarError("empty alternative matches nothing", rule=name)
+            factored = self.factored.get(expr)
+            if factored is None:
+                factored = self.factored[expr] = _left_factor(expr.items)
+            for item in factored:
+                self.frag(item, s, t, rid, name, depth + 1)
+        elif tp is Ref:
+            callee_name = expr.name
+            if callee_name not in self.rules:
+                raise GrammarError(f"undefined rule {callee_name!r}", rule=name)
+            if self.is_frame(callee_name):
+                callee = self.frame_rule(callee_name, callee_name, self.rules[callee_name], 0, 0)
+                self.nfa.special(s, EDGE_CALL, callee, t)
+            else:
+                # inlined once per (rule, target, frame): every use that continues at ``t`` shares
+                # the copy, and it is built later from a worklist, so chains of rules do not nest
+                key = (callee_name, t, rid)
+                got = self.inline_entries.get(key)
+                if got is None:
+                    entry = self.new_state(rid)
+                    self.inline_entries[key] = entry
+                    self.pending.append((self.rules[callee_name], entry, t, rid, callee_name))
+                else:
+                    entry = got
+                self.nfa.special(s, EDGE_EPS, 0, entry)
+        elif tp is Repeat:
+            self.repeat(expr, s, t, rid, name, depth)
+        else:
+            raise GrammarError(f"not an IR expression: {expr!r}", rule=name)
+        return 0
+
+    cdef int repeat(self, rep, int32_t s, int32_t t, int32_t rid, str name, int depth) except -1:
+        cdef int32_t cur, nxt, mid, loop, callee
+        lo, hi = rep.min, rep.max
+        if lo < 0 or (hi is not None and hi < lo):
+            raise GrammarError(f"repetition bounds {{{lo},{hi}}} are invalid", rule=name)
+        if max(lo, hi or 0) > limits.MAX_REPEAT:
+            raise GrammarError(f"repetition bound above {limits.MAX_REPEAT} (limit MAX_REPEAT)", rule=name)
+        if self.counted(rep):
+            if _nullable(rep.item, self.nullable_rules):
+                # empty iterations would each bump the counter: x{m,n} = (x minus ""){0,n}
+                item = self.non_empty(rep.item, 0)
+                if item is None:  # only the empty string
+                    self.nfa.special(s, EDGE_EPS, 0, t)
+                    return 0
+                rep, lo = Repeat(item, 0, hi), 0
+            if hi is None:  # item{lo,} = item{lo,lo} item*
+                mid = self.new_state(rid)
+                self.repeat(Repeat(rep.item, lo, lo), s, mid, rid, name, depth)
+                self.repeat(Repeat(rep.item, 0, None), mid, t, rid, name, depth)
+                return 0
+            callee = self.frame_rule(("repeat", rep), f"{name}{{{lo},{hi}}}", rep.item, lo, hi)
+            self.nfa.special(s, EDGE_CALL, callee, t)
+            return 0
+        item = rep.item
+        cur = s
+        for _ in range(lo):  # the mandatory copies
+            nxt = self.new_state(rid)
+            self.frag(item, cur, nxt, rid, name, depth + 1)
+            cur = nxt
+        if hi is None:  # then item*: a loop on a fresh state
+            loop = self.new_state(rid)
+            self.nfa.special(cur, EDGE_EPS, 0, loop)
+            self.frag(item, loop, loop, rid, name, depth + 1)
+            self.nfa.special(loop, EDGE_EPS, 0, t)
+            return 0
+        for _ in range(hi - lo):  # then (item (item ...)?)?
+            self.nfa.special(cur, EDGE_EPS, 0, t)
+            nxt = self.new_state(rid)
+            self.frag(item, cur, nxt, rid, name, depth + 1)
+            cur = nxt
+        self.nfa.special(cur, EDGE_EPS, 0, t)
+        return 0
+
+
+cdef list _left_factor(tuple items):
+    """Alternatives that start with the same byte set share it: ``ab | ac`` becomes ``a (b | c)``.
+
+    Without this a keyword list of thousands of words would be thousands of configurations
+    after its first byte; with it the automaton follows one path per distinct prefix.
+    """
+    cdef dict groups = {}
+    for item in items:
+        tp = type(item)
+        if tp is Seq and item.items and type(item.items[0]) is Bytes:
+            groups.setdefault(item.items[0], []).append(seq(*item.items[1:]))
+        elif tp is Bytes:
+            groups.setdefault(item, []).append(Seq(()))
+        else:
+            groups.setdefault(("other", len(groups)), []).append(item)
+    cdef list out = []
+    for head, tails in groups.items():
+        if type(head) is Bytes:
+            out.append(seq(head, alt(*tails)) if len(tails) > 1 else seq(head, tails[0]))
+        else:
+            out.extend(tails)
+    return out
+
+
+cdef bint _nullable(e, set nullable_rules) except -1:
+    tp = type(e)
+    if tp is Bytes:
+        return False
+    if tp is Seq:
+        for x in e.items:
+            if not _nullable(x, nullable_rules):
+                return False
+        return True
+    if tp is Alt:
+        for x in e.items:
+            if _nullable(x, nullable_rules):
+                return True
+        return False
+    if tp is Repeat:
+        return e.min == 0 or _nullable(e.item, nullable_rules)
+    return e.name in nullable_rules
+
+
+cdef set _nullable_rules(dict rules):
+    """Rules that match the empty string (a fixpoint over the references)."""
+    cdef set found = set()
+    cdef bint changed = True
+    while changed:
+        changed = False
+        for name, expr in rules.items():
+            if name not in found and _nullable(expr, found):
+                found.add(name)
+                changed = True
+    return found
+
+
+cdef dict _references(dict rules):
+    """The defined rules each rule refers to, in order of appearance."""
+    cdef dict refs = {}
+    cdef set seen_nodes
+    for name, expr in rules.items():
+        out = []
+        stack = [expr]
+        seen_nodes = set()  # expressions are DAGs: walk a shared subtree once per rule
+        while stack:
+            e = stack.pop()
+            tp = type(e)
+            if tp is Ref:
+                if e.name in rules:
+                    out.append(e.name)
+            elif tp is Seq or tp is Alt:
+                for x in e.items:
+                    if type(x) is not Bytes and id(x) not in seen_nodes:
+                        seen_nodes.add(id(x))
+                        stack.append(x)
+            elif tp is Repeat:
+                if id(e.item) not in seen_nodes:
+                    seen_nodes.add(id(e.item))
+                    stack.append(e.item)
+        refs[name] = out
+    return refs
+
+
+cdef set _recursive_rules(dict refs):
+    """Rules on a reference cycle (Tarjan's SCC, iterative): they must be frames."""
+    cdef dict index = {}, low = {}
+    cdef set on_stack = set(), recursive = set()
+    cdef list scc_stack = []
+    for root in refs:
+        if root in index:
+            continue
+        work = [(root, 0)]
+        while work:
+            node, i = work.pop()
+            if i == 0:
+                index[node] = low[node] = len(index)
+                scc_stack.append(node)
+                on_stack.add(node)
+            succ = refs[node]
+            if i < len(succ):
+                work.append((node, i + 1))
+                nxt = succ[i]
+                if nxt not in index:
+                    work.append((nxt, 0))
+                elif nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+                continue
+            if work:
+                parent = work[len(work) - 1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                comp = []
+                while True:
+                    x = scc_stack.pop()
+                    on_stack.discard(x)
+                    comp.append(x)
+                    if x == node:
+                        break
+                if len(comp) > 1 or node in refs[node]:
+                    recursive.update(comp)
+    return recursive
+
+
+cdef int _check_left_recursion(_Lowering low, Edges* e) except -1:
+    """Refuse a rule that can call itself before reading a byte, naming the cycle."""
+    cdef int32_t n_rules = len(low.rule_names), rid
+    cdef list nullable = [False] * n_rules
+    cdef bint changed = True
+    while changed:
+        changed = False
+        for rid in range(n_rules):
+            if not nullable[rid] and _scan(low, e, rid, nullable)[0]:
+                nullable[rid] = changed = True
+    graph = {rid: _scan(low, e, rid, nullable)[1] for rid in range(n_rules)}
+    color = [0] * n_rules
+    for root in range(n_rules):
+        if color[root]:
+            continue
+        path, work = [], [(root, iter(sorted(graph[root])))]
+        color[root] = 1
+        path.append(root)
+        while work:
+            node, it = work[len(work) - 1]
+            nxt = next(it, None)
+            if nxt is None:
+                color[node] = 2
+                work.pop()
+                path.pop()
+            elif color[nxt] == 1:
+                cycle = [*path[path.index(nxt) :], nxt]
+                names = " -> ".join(low.rule_names[r] for r in cycle)
+                message = f"left recursion: {names} calls itself before reading a byte"
+                raise GrammarError(message, rule=low.rule_names[nxt])
+            elif color[nxt] == 0:
+                color[nxt] = 1
+                path.append(nxt)
+                work.append((nxt, iter(sorted(graph[nxt]))))
+    return 0
+
+
+cdef tuple _scan(_Lowering low, Edges* e, int32_t rid, list nullable):
+    """(reaches final without bytes, rules called without bytes) from rule ``rid``'s start."""
+    cdef int32_t start = low.rule_start[rid], x, i, y
+    cdef set seen = {start}, calls = set()
+    cdef list stack = [start]
+    cdef bint fin = False
+    while stack:
+        x = stack.pop()
+        fin = fin or low.nfa.final[x]
+        for i in range(e.x_start[x], e.x_start[x + 1]):
+            y = e.x[i].tgt
+            if e.x[i].kind == EDGE_CALL:
+                calls.add(e.x[i].arg)
+                if not nullable[e.x[i].arg]:
+                    continue
+            if y not in seen:
+                seen.add(y)
+                stack.append(y)
+    return fin, calls
+
+
+def lower(dict rules, root, *, whitespace_budget, list warnings):
+    """Lower ``rules`` onto the core automaton; raises ``GrammarError`` naming the rule at fault."""
+    cdef Edges e
+    cdef _Lowering low
+    if root not in rules:
+        raise GrammarError(f"the root rule {root!r} is not defined", rule=root)
+    if whitespace_budget is not None and whitespace_budget < 0:
+        raise GrammarError(f"whitespace budget {whitespace_budget} is negative", rule=root)
+    low = _Lowering(rules, root)
+    low.frame_rule(root, root, rules[root], 0, 0)
+    low.build()
+    low.nfa.group(&e)
+    try:
+        _eliminate_epsilon(low.nfa, &e)
+        _check_left_recursion(low, &e)
+        arrays = _pack(low, &e)
+    finally:
+        _edges_free(&e)
+    budget = -1 if whitespace_budget is None else int(whitespace_budget)
+    return CompiledGrammar(arrays, budget, list(low.rule_names), list(warnings))
+
+
+cdef dict _pack(_Lowering low, Edges* e):
+    """Renumber the states reachable from the root (depth first) and pack them into flat arrays."""
+    cdef _NFA nfa = low.nfa
+    cdef int32_t n_all = nfa.n_states, n = 0, x, y, i, j, o, top, nb = 0, nx = 0, n_rules = len(low.rule_start)
+    cdef int32_t[::1] rule_start = np.asarray(low.rule_start, np.int32)
+    order_arr = np.full(n_all, -1, np.int32)
+    cdef int32_t[::1] order = order_arr
+    cdef int32_t[::1] old = np.empty(n_all, np.int32)
+    cdef int32_t[::1] stack = np.empty(n_all + 1, np.int32)
+    order[rule_start[0]] = 0
+    old[0] = rule_start[0]
+    n = 1
+    stack[0] = rule_start[0]
+    top = 1
+    while top:
+        top -= 1
+        x = stack[top]
+        for i in range(e.b_start[x], e.b_start[x + 1]):
+            y = e.b[i].tgt
+            if order[y] < 0:
+                order[y] = n
+                old[n] = y
+                n += 1
+                stack[top] = y
+                top += 1
+        for i in range(e.x_start[x], e.x_start[x + 1]):
+            y = e.x[i].tgt
+            if order[y] < 0:
+                order[y] = n
+                old[n] = y
+                n += 1
+                stack[top] = y
+                top += 1
+        for i in range(e.x_start[x], e.x_start[x + 1]):
+            if e.x[i].kind == EDGE_CALL:
+                y = rule_start[e.x[i].arg]
+                if order[y] < 0:
+                    order[y] = n
+                    old[n] = y
+                    n += 1
+                    stack[top] = y
+                    top += 1
+    for i in range(n):
+        o = old[i]
+        nb += e.b_start[o + 1] - e.b_start[o]
+        nx += e.x_start[o + 1] - e.x_start[o]
+    arrays = {
+        "b_start": np.zeros(n + 1, np.int32),
+        "b_lo": np.empty(nb, np.uint8),
+        "b_hi": np.empty(nb, np.uint8),
+        "b_tgt": np.empty(nb, np.int32),
+        "b_ws": np.empty(nb, np.uint8),
+        "x_start": np.zeros(n + 1, np.int32),
+        "x_kind": np.empty(nx, np.int32),
+        "x_arg": np.empty(nx, np.int32),
+        "x_tgt": np.empty(nx, np.int32),
+        "final": np.empty(n, np.uint8),
+        "state_rule": np.empty(n, np.int32),
+        "rule_start": np.empty(n_rules, np.int32),
+        "rule_min": np.array([b[0] for b in low.rule_bounds], np.int32),
+        "rule_max": np.array([b[1] for b in low.rule_bounds], np.int32),
+    }
+    cdef int32_t[::1] b_start = arrays["b_start"], b_tgt = arrays["b_tgt"], x_start = arrays["x_start"]
+    cdef int32_t[::1] x_kind = arrays["x_kind"], x_arg = arrays["x_arg"], x_tgt = arrays["x_tgt"]
+    cdef int32_t[::1] state_rule = arrays["state_rule"], rule_out = arrays["rule_start"]
+    cdef uint8_t[::1] b_lo = arrays["b_lo"], b_hi = arrays["b_hi"], b_ws = arrays["b_ws"], final = arrays["final"]
+    nb = nx = 0
+    for i in range(n):
+        o = old[i]
+        qsort(&e.b[e.b_start[o]], e.b_start[o + 1] - e.b_start[o], sizeof(ByteEdge), _cmp_byte)
+        for j in range(e.b_start[o], e.b_start[o + 1]):
+            b_lo[nb] = e.b[j].lo
+            b_hi[nb] = e.b[j].hi
+            b_tgt[nb] = order[e.b[j].tgt]
+            b_ws[nb] = e.b[j].ws
+            nb += 1
+        for j in range(e.x_start[o], e.x_start[o + 1]):
+            x_kind[nx] = e.x[j].kind
+            x_arg[nx] = e.x[j].arg
+            x_tgt[nx] = order[e.x[j].tgt]
+            nx += 1
+        b_start[i + 1] = nb
+        x_start[i + 1] = nx
+        final[i] = nfa.final[o]
+        state_rule[i] = nfa.rule[o]
+    for i in range(n_rules):
+        rule_out[i] = order[rule_start[i]]
+    return arrays
