@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from decimal import Decimal, InvalidOperation
+from functools import lru_cache
 
 from .ir import (
     EMPTY,
@@ -77,8 +78,13 @@ _SHORT_ESCAPES = {0x22: '"', 0x5C: "\\", 0x08: "b", 0x0C: "f", 0x0A: "n", 0x0D: 
 _HEX_LOWER = b"0123456789abcdef"
 
 
+@lru_cache(maxsize=1024)
 def string(lo: int = 0, hi: int | None = None) -> Expr:
-    """A JSON string value of ``lo`` to ``hi`` code points ("minLength"/"maxLength")."""
+    """A JSON string value of ``lo`` to ``hi`` code points ("minLength"/"maxLength").
+
+    Cached: most string schemas share a handful of bounds, and a shared expression is also
+    hashed only once.
+    """
     return seq(literal('"'), counted(CHAR, lo, hi), literal('"'))
 
 
@@ -249,8 +255,15 @@ def choice(parts: list[Expr]) -> Expr:
 
 
 def dumps(value) -> str:
-    """The compact serialization every literal and test instance uses."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    """The compact serialization every literal and test instance uses.
+
+    One encoder for all calls: ``json.dumps`` with options builds a new one each time, which
+    costs more than encoding a property name.
+    """
+    return _ENCODER.encode(value)
+
+
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
 def number_literal(value: int | float, *, integer_only: bool = False) -> list:

@@ -26,6 +26,7 @@ import re
 import time
 from decimal import Decimal
 from fractions import Fraction
+from functools import lru_cache
 from math import ceil, floor
 from typing import TYPE_CHECKING
 
@@ -67,6 +68,15 @@ _TYPED_KEYWORDS = _OBJECT_KEYWORDS + _ARRAY_KEYWORDS + _STRING_KEYWORDS + _NUMBE
 
 #: Declared properties times counted members above which min/maxProperties are warned, not counted.
 _MAX_COUNTED_MEMBERS = 2048
+
+# Fixed pieces, built once: a schema compiles thousands of members and values from them.
+_BYTES = tuple(literal(bytes([b])) for b in range(256))
+_NULL = literal("null")
+_BOOLEAN = alt(literal("true"), literal("false"))
+_COLON = seq(jg.WS, literal(":"), jg.WS)  # between a key and its value
+_SEP = seq(literal(","), jg.WS)  # between two items or members
+_OPEN_ARRAY, _CLOSE_ARRAY = seq(literal("["), jg.WS), literal("]")
+_OPEN_OBJECT, _CLOSE_OBJECT = seq(literal("{"), jg.WS), literal("}")
 
 
 class Unsatisfiable(SchemaError):
@@ -294,11 +304,11 @@ class _Compiler:
 
     @staticmethod
     def type_null(node: dict, pointer: str) -> Expr:
-        return literal("null")
+        return _NULL
 
     @staticmethod
     def type_boolean(node: dict, pointer: str) -> Expr:
-        return alt(literal("true"), literal("false"))
+        return _BOOLEAN
 
     # ------------------------------------------------------------ numbers
 
@@ -394,7 +404,7 @@ class _Compiler:
             keyword = "minItems" if "maxItems" in node and lo > node["maxItems"] else "items"
             raise Unsatisfiable(f"no array has between {lo} and {hi} items here", keyword=keyword, pointer=pointer)
         body = self.elements(prefix[:hi] if hi is not None else prefix, rest, lo, hi)
-        return seq(literal("["), jg.WS, body, literal("]"))
+        return seq(_OPEN_ARRAY, body, _CLOSE_ARRAY)
 
     def item_schemas(self, node: dict, pointer: str) -> tuple[list[Expr], Expr | None]:
         """Per-position item values, then the value of every further item (``None``: no more)."""
@@ -422,7 +432,7 @@ class _Compiler:
         """
         if hi == 0:
             return EMPTY
-        sep = seq(literal(","), jg.WS)
+        sep = _SEP
         first = len(prefix) or 1
         if not prefix and hi != 1:
             rest = self.shared(rest, 2)  # the first item and the repeated ones
@@ -457,11 +467,11 @@ class _Compiler:
                     keyword = "minProperties" if "minProperties" in node else "maxProperties"
                     message = "no object has a property count in bounds here"
                     raise Unsatisfiable(message, keyword=keyword, pointer=pointer)
-                return seq(literal("{"), jg.WS, body, literal("}"))
+                return seq(_OPEN_OBJECT, body, _CLOSE_OBJECT)
             for bound in ("minProperties", "maxProperties"):
                 if bound in node:
                     self.warn(bound, pointer)
-        return seq(literal("{"), jg.WS, self.members(declared, undeclared), literal("}"))
+        return seq(_OPEN_OBJECT, self.members(declared, undeclared), _CLOSE_OBJECT)
 
     def additional(self, node: dict, pointer: str) -> Expr | None:
         """The value of an undeclared key that matches no pattern, ``None`` when there is none.
@@ -535,11 +545,11 @@ class _Compiler:
                 value = self.optional_value(schema, child(pointer, "patternProperties", p))
                 if value is not None:
                     key = self.regex_string(p, 0, None, True, "patternProperties", {}, pointer)
-                    routes.append(seq(key, jg.WS, literal(":"), jg.WS, value, jg.WS))
+                    routes.append(seq(key, _COLON, value, jg.WS))
         if extra is not None:
             key = self.additional_key(node, pointer, names, names_ok)
             if key is not None:
-                routes.append(seq(key, jg.WS, literal(":"), jg.WS, extra, jg.WS))
+                routes.append(seq(key, _COLON, extra, jg.WS))
         return alt(*routes) if routes else None
 
     def additional_key(self, node: dict, pointer: str, names: list[str], names_ok) -> Expr | None:
@@ -554,7 +564,7 @@ class _Compiler:
             allowed = [v for a in alternatives for v in ([a["const"]] if "const" in a else a["enum"])]
             strings = dict.fromkeys(x for x in allowed if isinstance(x, str))
             keys = [v for v in strings if v not in names and names_ok(v)]
-            return alt(*(_text_literal(jg.dumps(k), "propertyNames", pointer) for k in keys)) if keys else None
+            return alt(*(_key_literal(k, "propertyNames", pointer) for k in keys)) if keys else None
         if len(alternatives) == 1 and set(alternatives[0]) <= {"type", "pattern", "minLength", "maxLength", "format"}:
             flat = alternatives[0]
             if "string" not in allowed_types(flat):
@@ -566,7 +576,7 @@ class _Compiler:
 
     @staticmethod
     def member(name: str, value: Expr, pointer: str) -> Expr:
-        return seq(_text_literal(jg.dumps(name), "properties", pointer), jg.WS, literal(":"), jg.WS, value, jg.WS)
+        return seq(_key_literal(name, "properties", pointer), _COLON, value, jg.WS)
 
     @staticmethod
     def counts_matter(declared: list[tuple[Expr, bool]], additional: Expr | None, lo: int, hi: int | None) -> bool:
@@ -586,7 +596,7 @@ class _Compiler:
         where two places use them, so the grammar stays linear in the number of properties.
         """
         n = len(declared)
-        sep = seq(literal(","), jg.WS)
+        sep = _SEP
         mandatory = [i for i, (_, must) in enumerate(declared) if must]
         starts = mandatory[0] + 1 if mandatory else n
         extra_only = additional is not None and not mandatory
@@ -616,7 +626,7 @@ class _Compiler:
         next (``first``: nothing written yet, so no comma). Counts past ``lo`` behave alike when
         there is no upper bound, so at most ``(n + 1) * (bound + 1) * 2`` rules exist.
         """
-        n, sep = len(declared), seq(literal(","), jg.WS)
+        n, sep = len(declared), _SEP
         cap = hi if hi is not None else lo
         if additional is not None:
             additional = self.share(additional)
@@ -813,11 +823,18 @@ def _encode(text: str, pointer: str) -> bytes:
         raise SchemaError("a string holds a lone surrogate", keyword="enum", pointer=pointer) from None
 
 
-def _text_literal(text: str, keyword: str, pointer: str) -> Expr:
+def _key_literal(name: str, keyword: str, pointer: str) -> Expr:
+    """``name`` as a JSON string literal (quotes included)."""
     try:
-        return literal(text.encode("utf-8"))
+        return _quoted(name)
     except UnicodeEncodeError:
         raise SchemaError("a name holds a lone surrogate", keyword=keyword, pointer=pointer) from None
+
+
+@lru_cache(maxsize=4096)
+def _quoted(name: str) -> Expr:
+    # cached: the same property names recur across the objects of a schema and across schemas
+    return literal(jg.dumps(name).encode("utf-8"))
 
 
 def _join(open_: bytes, parts: list[list], close: bytes) -> list:
@@ -850,5 +867,5 @@ def _trie_expr(node: dict) -> Expr:
         while len(branch) == 1 and _END not in branch:
             ((token, branch),) = branch.items()
             run.append(token)
-        parts.append(seq(*(literal(bytes([t])) if isinstance(t, int) else t for t in run), _trie_expr(branch)))
+        parts.append(seq(*(_BYTES[t] if isinstance(t, int) else t for t in run), _trie_expr(branch)))
     return jg.choice(parts)  # the parts start with distinct tokens

@@ -81,16 +81,16 @@ def type_set(node) -> frozenset[str]:
 
 def json_type(value) -> str:
     """The JSON type of a parsed value; an integral float is an ``integer``."""
+    if isinstance(value, str):  # first: enum values are mostly strings
+        return "string"
     if value is None:
         return "null"
     if isinstance(value, bool):
         return "boolean"
-    if isinstance(value, int) or (isinstance(value, float | Decimal) and value == int(value)):
+    if isinstance(value, int):
         return "integer"
-    if isinstance(value, float | Decimal):
-        return "number"
-    if isinstance(value, str):
-        return "string"
+    if isinstance(value, (float, Decimal)):
+        return "integer" if value == int(value) else "number"
     return "array" if isinstance(value, list) else "object"
 
 
@@ -147,7 +147,7 @@ class Algebra:
             return []
         if "$ref" in node and self.legacy_ref:
             node = {"$ref": node["$ref"]}
-        result = [normalize({k: v for k, v in node.items() if k not in COMBINATORS})]
+        result = [normalize(node)]
         for i, entry in enumerate(node.get("allOf", ())):
             result = self.cross(result, self.alternatives(entry, child(pointer, "allOf", i)), pointer)
         if "$ref" in node:
@@ -356,13 +356,13 @@ class Algebra:
 
 
 def normalize(node: dict) -> dict:
-    """One spelling per meaning, so merges compare like with like.
+    """``node``'s plain keywords, one spelling per meaning, so merges compare like with like.
 
     The draft-4/7 array form of ``items`` becomes ``prefixItems`` (``additionalItems`` its
     ``items``; without the array form ``additionalItems`` has no effect), and the draft-4
     boolean ``exclusiveMinimum``/``exclusiveMaximum`` become the numeric form.
     """
-    out = {k: v for k, v in node.items() if k in SHAPES}  # annotations and unknown keywords mean nothing here
+    out = {k: v for k, v in node.items() if k in _PLAIN}
     if isinstance(out.get("items"), list):
         out["prefixItems"] = out.pop("items")
         if "additionalItems" in out:
@@ -381,3 +381,6 @@ def _values(node: dict):
 
 
 _NOTHING = object()
+
+#: What ``normalize`` keeps: combinators are rewritten apart, annotations and unknown keywords mean nothing here.
+_PLAIN = frozenset(SHAPES).difference(COMBINATORS)

@@ -142,7 +142,12 @@ _LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
 
 def child(pointer: str, *tokens) -> str:
     """JSON Pointer of a subschema (RFC 6901 escapes ``~`` and ``/``)."""
-    return pointer + "".join("/" + str(t).replace("~", "~0").replace("/", "~1") for t in tokens)
+    for token in tokens:
+        token = str(token)
+        if "~" in token or "/" in token:
+            token = token.replace("~", "~0").replace("/", "~1")
+        pointer += "/" + token
+    return pointer
 
 
 def subschemas(node: dict, pointer: str):

@@ -25,6 +25,7 @@ class Resolver:
         self.documents: dict[str, object] = {_DOCUMENT: root}
         self.anchors: dict[tuple[str, str], object] = {}
         self.bases: dict[int, str] = {}
+        self.targets: dict[tuple[str, str], object] = {}  # (ref, base) -> resolved subschema
         self._index(root, _DOCUMENT, 0)
 
     def _index(self, node, base: str, depth: int) -> None:
@@ -56,7 +57,16 @@ class Resolver:
         return self.bases.get(id(node), _DOCUMENT)
 
     def resolve(self, ref: str, base: str, pointer: str):
-        """The subschema ``ref`` names, read from ``base``; refuses what is outside the document."""
+        """The subschema ``ref`` names, read from ``base``; refuses what is outside the document.
+
+        Memoized: both passes resolve each ``$ref`` every time they meet it, and URL joins are slow.
+        """
+        key = (ref, base)
+        if key not in self.targets:
+            self.targets[key] = self._resolve(ref, base, pointer)
+        return self.targets[key]
+
+    def _resolve(self, ref: str, base: str, pointer: str):
         url, fragment = urldefrag(urljoin(base, ref))
         document = self.documents.get(url)
         if document is None:
