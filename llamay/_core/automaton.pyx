@@ -191,11 +191,13 @@ cdef int32_t step(const Tables* t, Arena* a, int32_t src, int32_t n, uint8_t byt
 
 cdef void _fill_byteset(const int32_t[::1] start, const uint8_t[::1] lo, const uint8_t[::1] hi,
                         uint32_t[::1] out, int32_t n) noexcept:
-    cdef int32_t s, e, b
+    cdef int32_t s, e, w, a, z
     for s in range(n):
         for e in range(start[s], start[s + 1]):
-            for b in range(lo[e], hi[e] + 1):
-                out[s * 8 + (b >> 5)] |= (<uint32_t> 1) << (b & 31)
+            for w in range(lo[e] >> 5, (hi[e] >> 5) + 1):  # the range's bits, a 32-bit word at a time
+                a = lo[e] - 32 * w if lo[e] > 32 * w else 0
+                z = hi[e] - 32 * w if hi[e] < 32 * w + 31 else 31
+                out[s * 8 + w] |= ((<uint32_t> 0xFFFFFFFF) >> (31 - z + a)) << a
 
 
 _FIELDS = ("b_start", "b_lo", "b_hi", "b_tgt", "b_ws", "x_start", "x_kind", "x_arg", "x_tgt", "final",

@@ -34,7 +34,7 @@ import numpy as np
 
 from .. import limits
 from ..errors import GrammarError
-from ..ir import Alt, Bytes, Ref, Repeat, Seq, alt, seq
+from ..ir import EMPTY, Alt, Bytes, Ref, Repeat, Seq, alt, seq
 
 from .automaton cimport EDGE_CALL, EDGE_EXIT, EDGE_INC, CompiledGrammar, grow
 
@@ -263,11 +263,27 @@ cdef int _eliminate_epsilon(_NFA nfa, Edges* e) except -1:
     return 0
 
 
+cdef void _sort_bytes(ByteEdge* a, int32_t n) noexcept nogil:
+    """Insertion sort below 16 edges (most states have one or two), else ``qsort``."""
+    cdef int32_t i, j
+    cdef ByteEdge x
+    if n > 16:
+        qsort(a, n, sizeof(ByteEdge), _cmp_byte)
+        return
+    for i in range(1, n):
+        x = a[i]
+        j = i
+        while j > 0 and _cmp_byte(&a[j - 1], &x) > 0:
+            a[j] = a[j - 1]
+            j -= 1
+        a[j] = x
+
+
 cdef int32_t _sorted_unique_bytes(ByteEdge* a, int32_t n) noexcept nogil:
     cdef int32_t i, k = 0
     if n == 0:
         return 0
-    qsort(a, n, sizeof(ByteEdge), _cmp_byte)
+    _sort_bytes(a, n)
     for i in range(1, n):
         if _cmp_byte(&a[k], &a[i]) != 0:
             k += 1
@@ -288,12 +304,14 @@ cdef int32_t _sorted_unique_specials(Special* a, int32_t n) noexcept nogil:
 
 
 cdef class _Lowering:
-    cdef dict rules, refs, rule_ids, size_memo, rule_sizes, inline_entries, factored
+    cdef dict rules, refs, rule_ids, rule_sizes, inline_entries
+    cdef dict size_memo, factored  # keyed by id(): IR equality compares whole trees in Python
     cdef list rule_names, rule_start, rule_bounds, pending, frames
     cdef set recursive, nullable_rules
     cdef object root
     cdef double deadline
     cdef int32_t ticks
+    cdef int max_depth, max_states, inline_states, unroll_states, max_repeat  # limits, read once
     cdef _NFA nfa
 
     def __init__(self, dict rules, root):
@@ -308,6 +326,11 @@ cdef class _Lowering:
         self.size_memo = {}
         self.rule_sizes = {}
         self.deadline = time.monotonic() + limits.COMPILE_SECONDS
+        self.max_depth = limits.MAX_DEPTH
+        self.max_states = limits.MAX_STATES
+        self.inline_states = limits.INLINE_STATES
+        self.unroll_states = limits.UNROLL_STATES
+        self.max_repeat = limits.MAX_REPEAT
         self.root = root
         self.nullable_rules = _nullable_rules(rules)
         self.inline_entries = {}
@@ -319,11 +342,11 @@ cdef class _Lowering:
     # -- sizes decide what is inlined and what is unrolled -------------------------------
     cdef int size(self, expr, int depth) except -1:
         cdef int n, body
-        got = self.size_memo.get(expr)
+        got = self.size_memo.get(id(expr))
         if got is not None:
-            return got
-        if depth > limits.MAX_DEPTH:
-            raise GrammarError(f"nesting deeper than {limits.MAX_DEPTH} (limit MAX_DEPTH)", rule=self.root)
+            return got[0]
+        if depth > self.max_depth:
+            raise GrammarError(f"nesting deeper than {self.max_depth} (limit MAX_DEPTH)", rule=self.root)
         tp = type(expr)
         if tp is Bytes:
             n = 1
@@ -331,15 +354,15 @@ cdef class _Lowering:
             n = 1
             for x in expr.items:
                 n += self.size(x, depth + 1)
-                if n > limits.MAX_STATES:
+                if n > self.max_states:
                     break
         elif tp is Ref:
             n = 1 if self.is_frame(expr.name) else self.rule_size(expr.name)
         else:
             body = self.size(expr.item, depth + 1)
             n = 2 + body * (1 if self.counted(expr) else max(expr.min, expr.max or 1, 1))
-        n = min(n, limits.MAX_STATES + 1)
-        self.size_memo[expr] = n
+        n = min(n, self.max_states + 1)
+        self.size_memo[id(expr)] = (n, expr)  # holding expr keeps its id unique
         return n
 
     cdef int rule_size(self, str name) except -1:
@@ -373,12 +396,12 @@ cdef class _Lowering:
         return name in self.recursive or name == self.root
 
     cdef bint is_frame(self, str name) except -1:
-        return self.is_frame_by_name(name) or self.rule_size(name) > limits.INLINE_STATES
+        return self.is_frame_by_name(name) or self.rule_size(name) > self.inline_states
 
     cdef bint counted(self, rep) except -1:
         """Whether ``rep`` runs on a frame counter rather than unrolled states."""
         top = rep.max if rep.max is not None else rep.min
-        return top > 1 and self.size(rep.item, 0) * top > limits.UNROLL_STATES
+        return top > 1 and self.size(rep.item, 0) * top > self.unroll_states
 
     cdef non_empty(self, expr, int depth):
         """``expr`` without the empty string; None when nothing else is left.
@@ -386,8 +409,8 @@ cdef class _Lowering:
         A nullable rule is expanded in place; a nullable *recursive* rule cannot be, and under
         a counter its empty matches would spin the counter: such a grammar is refused.
         """
-        if depth > limits.MAX_DEPTH:
-            raise GrammarError(f"nesting deeper than {limits.MAX_DEPTH} (limit MAX_DEPTH)", rule=self.root)
+        if depth > self.max_depth:
+            raise GrammarError(f"nesting deeper than {self.max_depth} (limit MAX_DEPTH)", rule=self.root)
         if not _nullable(expr, self.nullable_rules):
             return expr
         tp = type(expr)
@@ -420,9 +443,9 @@ cdef class _Lowering:
 
     # -- construction ---------------------------------------------------------------------
     cdef int32_t new_state(self, int32_t rid) except -1:
-        if self.nfa.n_states > limits.MAX_STATES:
+        if self.nfa.n_states > self.max_states:
             raise GrammarError(
-                f"grammar needs more than {limits.MAX_STATES} automaton states (limit MAX_STATES)", rule=self.root
+                f"grammar needs more than {self.max_states} automaton states (limit MAX_STATES)", rule=self.root
             )
         return self.nfa.state(rid)
 
@@ -464,9 +487,10 @@ cdef class _Lowering:
     cdef int frag(self, expr, int32_t s, int32_t t, int32_t rid, str name, int depth) except -1:
         """Connect ``s`` to ``t`` through ``expr``. Never adds an edge into ``s`` (loops get their own state)."""
         cdef int32_t cur, nxt, i, n, entry, callee
+        cdef int lo, hi
         cdef tuple items
-        if depth > limits.MAX_DEPTH:
-            raise GrammarError(f"nesting deeper than {limits.MAX_DEPTH} (limit MAX_DEPTH)", rule=name)
+        if depth > self.max_depth:
+            raise GrammarError(f"nesting deeper than {self.max_depth} (limit MAX_DEPTH)", rule=name)
         self.ticks += 1
         if self.ticks % DEADLINE_EVERY == 0 and time.monotonic() > self.deadline:
             raise GrammarError(f"compile took over {limits.COMPILE_SECONDS} s (limit COMPILE_SECONDS)", rule=name)
@@ -476,7 +500,7 @@ cdef class _Lowering:
             if not items:
                 raise GrammarError("empty byte set matches nothing", rule=name)
             ws = expr.whitespace
-            for lo, hi in items:
+            for lo, hi in items:  # C ints: a bound past them raises OverflowError (IR is built by code)
                 if not 0 <= lo <= hi <= 255:
                     raise GrammarError(f"byte range {lo}..{hi} is not within 0..255", rule=name)
                 self.nfa.byte_edge(s, lo, hi, t, ws)
@@ -493,10 +517,10 @@ cdef class _Lowering:
         elif tp is Alt:
             if not expr.items:
                 raise GrammarError("empty alternative matches nothing", rule=name)
-            factored = self.factored.get(expr)
-            if factored is None:
-                factored = self.factored[expr] = _left_factor(expr.items)
-            for item in factored:
+            got = self.factored.get(id(expr))
+            if got is None:
+                got = self.factored[id(expr)] = (_left_factor(expr.items), expr)
+            for item in got[0]:
                 self.frag(item, s, t, rid, name, depth + 1)
         elif tp is Ref:
             callee_name = expr.name
@@ -528,8 +552,8 @@ cdef class _Lowering:
         lo, hi = rep.min, rep.max
         if lo < 0 or (hi is not None and hi < lo):
             raise GrammarError(f"repetition bounds {{{lo},{hi}}} are invalid", rule=name)
-        if max(lo, hi or 0) > limits.MAX_REPEAT:
-            raise GrammarError(f"repetition bound above {limits.MAX_REPEAT} (limit MAX_REPEAT)", rule=name)
+        if max(lo, hi or 0) > self.max_repeat:
+            raise GrammarError(f"repetition bound above {self.max_repeat} (limit MAX_REPEAT)", rule=name)
         if self.counted(rep):
             if _nullable(rep.item, self.nullable_rules):
                 # empty iterations would each bump the counter: x{m,n} = (x minus ""){0,n}
@@ -574,18 +598,21 @@ cdef list _left_factor(tuple items):
     after its first byte; with it the automaton follows one path per distinct prefix.
     """
     cdef dict groups = {}
+    cdef tuple parts
     for item in items:
         tp = type(item)
         if tp is Seq and item.items and type(item.items[0]) is Bytes:
-            groups.setdefault(item.items[0], []).append(seq(*item.items[1:]))
+            parts = item.items
+            groups.setdefault(parts[0], []).append(parts[1] if len(parts) == 2 else Seq(parts[1:]))
         elif tp is Bytes:
-            groups.setdefault(item, []).append(Seq(()))
+            groups.setdefault(item, []).append(EMPTY)
         else:
             groups.setdefault(("other", len(groups)), []).append(item)
     cdef list out = []
-    for head, tails in groups.items():
+    for head, tails in groups.items():  # the tails of a Seq are flat already: no seq() to re-flatten them
         if type(head) is Bytes:
-            out.append(seq(head, alt(*tails)) if len(tails) > 1 else seq(head, tails[0]))
+            tail = alt(*tails) if len(tails) > 1 else tails[0]
+            out.append(head if tail == EMPTY else Seq((head, tail)))
         else:
             out.extend(tails)
     return out
@@ -839,7 +866,7 @@ cdef dict _pack(_Lowering low, Edges* e):
     nb = nx = 0
     for i in range(n):
         o = old[i]
-        qsort(&e.b[e.b_start[o]], e.b_start[o + 1] - e.b_start[o], sizeof(ByteEdge), _cmp_byte)
+        _sort_bytes(&e.b[e.b_start[o]], e.b_start[o + 1] - e.b_start[o])
         for j in range(e.b_start[o], e.b_start[o + 1]):
             b_lo[nb] = e.b[j].lo
             b_hi[nb] = e.b[j].hi
