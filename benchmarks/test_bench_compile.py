@@ -13,9 +13,11 @@ import numpy as np
 import pytest
 
 from llamay import SchemaError, compile_json_schema
-from tests.conftest import corpus
+from tests.conftest import TESTDATA, corpus
 
-SUBSETS = ["Glaiveai2K", "Github_easy", "Github_medium", "Kubernetes", "JsonSchemaStore"]
+#: Every MaskBench subset (issue 4 item 9 asks for the whole corpus).
+SUBSETS = sorted(p.name.removesuffix(".jsonl.gz") for p in (TESTDATA / "jsonschemabench").glob("*.jsonl.gz")) or [
+    "Glaiveai2K"]  # absent corpus: one id, and the test skips with the reason
 
 
 @pytest.mark.parametrize("subset", SUBSETS)
@@ -40,7 +42,10 @@ def test_compile_time(benchmark, subset):
 
     benchmark.group = "schema compile"
     benchmark.pedantic(run, rounds=1)
+    benchmark.extra_info.update({"compiled": len(times), "refused": refused})
+    if not times:  # every schema refused (Synthesized): nothing to time
+        return
     ms = np.array(times) * 1e3
-    benchmark.extra_info.update({"compiled": len(times), "refused": refused, "mean_ms": float(ms.mean()),
+    benchmark.extra_info.update({"mean_ms": float(ms.mean()),
                                  "p50_ms": float(np.percentile(ms, 50)), "p99_ms": float(np.percentile(ms, 99)),
                                  "max_ms": float(ms.max())})
