@@ -34,7 +34,7 @@ from . import json_grammar as jg
 from . import numeric
 from .errors import GrammarError, InternalError, SchemaError
 from .formats import APPROXIMATE, FORMATS
-from .ir import EMPTY, Expr, Grammar, Ref, alt, literal, optional, seq, star
+from .ir import EMPTY, Alt, Expr, Grammar, Ref, alt, literal, optional, seq, star
 from .limits import COMPILE_SECONDS, MAX_DEPTH, MAX_SOURCE_BYTES
 from .regex import RegexError, pattern_string, python_regex
 from .schema_algebra import UNMERGED, Algebra, RefTo, closed, json_equal, json_type
@@ -77,6 +77,11 @@ _COLON = seq(jg.WS, literal(":"), jg.WS)  # between a key and its value
 _SEP = seq(literal(","), jg.WS)  # between two items or members
 _OPEN_ARRAY, _CLOSE_ARRAY = seq(literal("["), jg.WS), literal("]")
 _OPEN_OBJECT, _CLOSE_OBJECT = seq(literal("{"), jg.WS), literal("}")
+
+
+#: The method that checks a value of each JSON type against a flat schema's keywords for that type.
+_ADMITS = {"string": "admits_string", "array": "admits_array", "object": "admits_object",
+           "integer": "admits_number", "number": "admits_number"}  # fmt: skip
 
 
 class Unsatisfiable(SchemaError):
@@ -181,6 +186,25 @@ def _lower(grammar: Grammar, whitespace_budget, warnings: list[str], deadline: f
     return compiled
 
 
+def _union(branches: list[Expr]) -> Expr:
+    """``alt(*branches)``, without hashing a lone branch that is no ``Alt`` (it is returned as it is).
+
+    ``alt`` drops duplicates by hashing, and hashing walks every expression not hashed before;
+    lowering keys expressions by identity, so these hashes would serve nothing else.
+    """
+    if len(branches) == 1 and not isinstance(branches[0], Alt):
+        return branches[0]
+    return alt(*branches)
+
+
+def _distinct(*items: Expr) -> Expr:
+    """``alt(*items)`` for items that differ by construction, so without hashing them (see ``_union``).
+
+    Members differ: each starts with its own key (JSON strings are prefix-free), or is a rule.
+    """
+    return jg.choice([x for item in items for x in (item.items if isinstance(item, Alt) else (item,))])
+
+
 def _bound(value) -> Decimal:
     return Decimal(str(value)) if isinstance(value, float) else Decimal(value)
 
@@ -240,7 +264,7 @@ class _Compiler:
         finally:
             self.depth -= 1
         if branches:
-            return alt(*branches)
+            return _union(branches)
         if reasons:
             raise reasons[0]
         present = [k for k in ("allOf", "anyOf", "oneOf", "$ref") if isinstance(node, dict) and k in node]
@@ -300,7 +324,7 @@ class _Compiler:
             self.unguarded = unguarded
         if not branches:
             raise reasons[0] if reasons else Unsatisfiable("no type is left", keyword="type", pointer=pointer)
-        return alt(*branches)
+        return _union(branches)
 
     @staticmethod
     def type_null(node: dict, pointer: str) -> Expr:
@@ -615,9 +639,9 @@ class _Compiler:
             if i < starts:
                 firsts[i] = c
             if i >= 1:
-                follow = self.shared(seq(sep, c) if must else alt(seq(sep, c), follow), tail_uses(i))
+                follow = self.shared(seq(sep, c) if must else _distinct(seq(sep, c), follow), tail_uses(i))
         body = firsts + ([seq(additional, last)] if extra_only else []) + ([] if mandatory else [EMPTY])
-        return alt(*body)
+        return _distinct(*body)
 
     def counted_members(self, declared, additional: Expr | None, lo: int, hi: int | None) -> Expr | None:
         """``members`` that also count them: "minProperties" / "maxProperties", exactly.
@@ -692,17 +716,14 @@ class _Compiler:
         if "const" in node and "enum" in node:
             candidates = [c for c in candidates if any(json_equal(c, e) for e in node["enum"])]
         rest = {k: v for k, v in node.items() if k not in ("enum", "const", UNMERGED)}
-        trie: dict = {}
-        for value in candidates:
-            if self.admits_flat(rest, value):
-                _trie_insert(trie, self.tokens(value, rest, pointer))
-        if not trie:
+        literals = [_packed(self.tokens(v, rest, pointer)) for v in candidates if self.admits_flat(rest, v)]
+        if not literals:
             keyword = "const" if "const" in node else "enum"
             message = "enum is empty" if not candidates else f"no {keyword} value satisfies the other keywords"
             raise Unsatisfiable(message, keyword=keyword, pointer=pointer)
-        return _trie_expr(trie)
+        return _trie_expr(literals, 0)
 
-    def tokens(self, value, schema, pointer: str) -> list:
+    def tokens(self, value, schema, pointer: str) -> bytes | list:
         """The literal of ``value`` as bytes and ``Expr`` pieces, keys in ``schema``'s declared order."""
         kind = json_type(value)
         if kind in ("integer", "number"):
@@ -716,7 +737,7 @@ class _Compiler:
                 for k in _declared_order(value, schema)
             ]
             return _join(b"{", parts, b"}")
-        return list(_encode(jg.dumps(value), pointer))
+        return _encode(jg.dumps(value), pointer)
 
     @staticmethod
     def integer_only(schema) -> bool:
@@ -740,14 +761,8 @@ class _Compiler:
             return False
         if "enum" in schema and not any(json_equal(value, e) for e in schema["enum"]):
             return False
-        check = {
-            "string": self.admits_string,
-            "array": self.admits_array,
-            "object": self.admits_object,
-            "integer": self.admits_number,
-            "number": self.admits_number,
-        }.get(kind)
-        return check is None or check(schema, value)
+        check = _ADMITS.get(kind)
+        return check is None or getattr(self, check)(schema, value)
 
     @staticmethod
     def admits_string(schema: dict, value: str) -> bool:
@@ -845,27 +860,58 @@ def _join(open_: bytes, parts: list[list], close: bytes) -> list:
     return out + list(close)
 
 
+def _packed(tokens: bytes | list) -> bytes | tuple:
+    """A literal's tokens as ``bytes`` where they are all bytes (``_trie_expr`` compares those in C),
+    else as a tuple of bytes (ints) and ``Expr`` pieces, without the empty ones."""
+    try:
+        return bytes(tokens)
+    except TypeError:
+        return tuple(t for t in tokens if isinstance(t, int) or t != EMPTY)
+
+
 _END = object()
 
 
-def _trie_insert(trie: dict, tokens: list) -> None:
-    node = trie
-    for token in tokens:
-        if token != EMPTY:
-            node = node.setdefault(token, {})
-    node[_END] = True
+def _trie_expr(literals: list, depth: int) -> Expr:
+    """The alternation of ``literals`` (token sequences sharing their first ``depth`` tokens) as a trie.
 
-
-def _trie_expr(node: dict) -> Expr:
-    """The alternation a trie stands for; single-child chains become one literal run."""
+    Branches come in the order of their first literal; the tokens every literal of a branch
+    shares become one run, so a trie node exists only where literals part. Each call handles one
+    node and touches each literal once: no per-byte dictionaries for a long enum.
+    """
+    branches: dict = {}
+    for tokens in literals:
+        branches.setdefault(tokens[depth] if depth < len(tokens) else _END, []).append(tokens)
     parts = []
-    for token, branch in node.items():
+    for token, branch in branches.items():
         if token is _END:
             parts.append(EMPTY)
             continue
-        run = [token]
-        while len(branch) == 1 and _END not in branch:
-            ((token, branch),) = branch.items()
-            run.append(token)
-        parts.append(seq(*(_BYTES[t] if isinstance(t, int) else t for t in run), _trie_expr(branch)))
+        end = _shared_end(branch, depth + 1)
+        parts.append(seq(*_pieces(branch[0][depth:end]), EMPTY if len(branch) == 1 else _trie_expr(branch, end)))
     return jg.choice(parts)  # the parts start with distinct tokens
+
+
+def _pieces(tokens: bytes | tuple):
+    """The expressions for a run of tokens: one per byte, ``Expr`` pieces as they are."""
+    if type(tokens) is bytes:
+        return map(_BYTES.__getitem__, tokens)
+    return (_BYTES[t] if isinstance(t, int) else t for t in tokens)
+
+
+def _shared_end(literals: list, start: int) -> int:
+    """Where the tokens all ``literals`` share from ``start`` on end (at the end of the shortest)."""
+    if len(literals) == 1:
+        return len(literals[0])
+    i = start
+    if all(type(t) is bytes for t in literals):
+        # the least and the greatest share exactly the prefix all of them share
+        least, greatest = min(literals), max(literals)
+        end = min(len(least), len(greatest))
+        while i < end and least[i] == greatest[i]:
+            i += 1
+        return i
+    first, end = literals[0], min(map(len, literals))
+    while i < end and all(t[i] == first[i] for t in literals):
+        i += 1
+    return i

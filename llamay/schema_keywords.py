@@ -206,7 +206,8 @@ class Checker:
         if "$ref" in node and self.legacy:  # drafts 4-7: the siblings of "$ref" have no effect
             node = {"$ref": node["$ref"]}
         for keyword, value in node.items():
-            self.keyword(node, keyword, value, pointer)
+            if keyword not in ANNOTATIONS:
+                self.keyword(node, keyword, value, pointer)
         if "$ref" in node:
             target = self.resolver.resolve(node["$ref"], self.resolver.base_of(node), pointer)
             self.schema(target, child(pointer, "$ref"), "$ref", depth + 1)
@@ -214,8 +215,6 @@ class Checker:
             self.schema(sub, sub_pointer, keyword, depth + 1)
 
     def keyword(self, node: dict, keyword: str, value, pointer: str) -> None:
-        if keyword in ANNOTATIONS:
-            return
         if keyword in REFUSED:
             raise SchemaError(f"keyword {keyword!r} is not supported", keyword=keyword, pointer=pointer)
         if keyword not in SHAPES:

@@ -17,7 +17,10 @@ _DOCUMENT = "https://llamay.invalid/schema.json"
 
 
 class Resolver:
-    """Every ``$id`` and anchor of one document, and the base URI of each of its subschemas."""
+    """Every ``$id`` and anchor of one document, and the base URI of each of its subschemas.
+
+    The document is indexed when the first ``$ref`` is resolved: most schemas have none.
+    """
 
     def __init__(self, root, legacy: bool) -> None:
         self.root = root
@@ -26,7 +29,12 @@ class Resolver:
         self.anchors: dict[tuple[str, str], object] = {}
         self.bases: dict[int, str] = {}
         self.targets: dict[tuple[str, str], object] = {}  # (ref, base) -> resolved subschema
-        self._index(root, _DOCUMENT, 0)
+        self.indexed = False
+
+    def _index_once(self) -> None:
+        if not self.indexed:
+            self.indexed = True
+            self._index(self.root, _DOCUMENT, 0)
 
     def _index(self, node, base: str, depth: int) -> None:
         if depth > 512:  # the checker bounds depth with a clear error; this only keeps indexing finite
@@ -50,10 +58,11 @@ class Resolver:
             self.anchors.setdefault((base, anchor), node)
         self.bases.setdefault(id(node), base)
         for key, value in node.items():
-            if key not in ("enum", "const", "default", "examples") and isinstance(value, dict | list):
+            if key not in ("enum", "const", "default", "examples") and isinstance(value, (dict, list)):
                 self._index(value, base, depth + 1)
 
     def base_of(self, node) -> str:
+        self._index_once()
         return self.bases.get(id(node), _DOCUMENT)
 
     def resolve(self, ref: str, base: str, pointer: str):
@@ -67,6 +76,7 @@ class Resolver:
         return self.targets[key]
 
     def _resolve(self, ref: str, base: str, pointer: str):
+        self._index_once()
         url, fragment = urldefrag(urljoin(base, ref))
         document = self.documents.get(url)
         if document is None:
