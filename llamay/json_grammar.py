@@ -129,15 +129,22 @@ def canonical_char(excluded: frozenset[int] = frozenset()) -> Expr:
     return alt(*(p for p in pieces if p is not None))
 
 
+# The three pieces of a canonical character are cached by the excluded set: ``key_excluding``
+# asks for them at every node of a names' trie, and most nodes exclude one or two letters.
+
+
+@lru_cache(maxsize=4096)
 def _ascii_raw(excluded) -> Expr | None:
     ranges = _subtract(((0x20, 0x21), (0x23, 0x5B), (0x5D, 0x7F)), sorted(cp for cp in excluded if cp < 0x80))
     return Bytes(tuple(ranges)) if ranges else None
 
 
+@lru_cache(maxsize=1024)
 def _non_ascii(excluded) -> Expr:
     return char_class(_subtract(((0x80, MAX_CODE_POINT),), sorted(cp for cp in excluded if cp >= 0x80)))
 
 
+@lru_cache(maxsize=1024)
 def _escape(excluded) -> Expr | None:
     """The escapes json.dumps writes, factored by their common bytes (``\\u00`` then two hex digits)."""
     short = bytes(ord(_SHORT_ESCAPES[cp]) for cp in sorted(_SHORT_ESCAPES) if cp not in excluded)

@@ -50,7 +50,7 @@ from .schema_keywords import (
     child,
     legacy_ref,
 )
-from .schema_refs import Resolver
+from .schema_refs import Resolver, declares_ids
 
 if TYPE_CHECKING:
     from ._core.automaton import CompiledGrammar
@@ -121,9 +121,9 @@ def schema_expr(
     ``pointer``; warnings are appended to ``warnings`` (each once).
     """
     deadline = time.monotonic() + COMPILE_SECONDS if deadline is None else deadline
-    _check_source_size(schema)
+    source = _source(schema)
     legacy = legacy_ref(schema)
-    resolver = Resolver(schema, legacy)
+    resolver = Resolver(schema, legacy, ids=declares_ids(source))
     found: list[str] = []
     try:
         Checker(found, deadline, resolver, legacy).schema(schema, pointer, "schema", 0)
@@ -159,16 +159,18 @@ def _search(pattern: str, text: str) -> bool:
         return False
 
 
-def _check_source_size(schema) -> None:
-    """Bound the serialized schema ("MAX_SOURCE_BYTES") before any work is done on it."""
+def _source(schema) -> str:
+    """The serialized schema, bounded ("MAX_SOURCE_BYTES") before any work is done on it."""
     try:
-        size = len(jg.dumps(schema).encode("utf-8", "surrogatepass"))
+        source = jg.dumps(schema)
+        size = len(source.encode("utf-8", "surrogatepass"))
     except RecursionError:
         raise SchemaError("schema nests too deeply", keyword="MAX_DEPTH") from None
     except (TypeError, ValueError) as exc:
         raise SchemaError(f"schema is not a JSON value ({exc})", keyword="schema") from None
     if size > MAX_SOURCE_BYTES:
         raise SchemaError(f"schema is {size} bytes, over the bound of {MAX_SOURCE_BYTES}", keyword="MAX_SOURCE_BYTES")
+    return source
 
 
 def _lower(grammar: Grammar, whitespace_budget, warnings: list[str], deadline: float) -> CompiledGrammar:
@@ -202,7 +204,13 @@ def _distinct(*items: Expr) -> Expr:
 
     Members differ: each starts with its own key (JSON strings are prefix-free), or is a rule.
     """
-    return jg.choice([x for item in items for x in (item.items if isinstance(item, Alt) else (item,))])
+    flat: list[Expr] = []
+    for item in items:
+        if isinstance(item, Alt):
+            flat.extend(item.items)
+        else:
+            flat.append(item)
+    return jg.choice(flat)
 
 
 def _bound(value) -> Decimal:
@@ -520,8 +528,9 @@ class _Compiler:
         properties = node.get("properties", {})
         patterns = node.get("patternProperties", {})
         members: list[tuple[Expr, bool]] = []
+        parent = child(pointer, "properties")
         for name in [*properties, *(n for n in required if n not in properties)]:
-            where = child(pointer, "properties", name)
+            where = child(parent, name)
             schemas = [properties[name]] if name in properties else []
             schemas += [s for p, s in patterns.items() if _search(p, name)]
             if names_ok is not None and not names_ok(name):
@@ -721,7 +730,7 @@ class _Compiler:
             keyword = "const" if "const" in node else "enum"
             message = "enum is empty" if not candidates else f"no {keyword} value satisfies the other keywords"
             raise Unsatisfiable(message, keyword=keyword, pointer=pointer)
-        return _trie_expr(literals, 0)
+        return _trie_expr(literals, 0, all(type(t) is bytes for t in literals))
 
     def tokens(self, value, schema, pointer: str) -> bytes | list:
         """The literal of ``value`` as bytes and ``Expr`` pieces, keys in ``schema``'s declared order."""
@@ -872,12 +881,13 @@ def _packed(tokens: bytes | list) -> bytes | tuple:
 _END = object()
 
 
-def _trie_expr(literals: list, depth: int) -> Expr:
+def _trie_expr(literals: list, depth: int, packed: bool) -> Expr:
     """The alternation of ``literals`` (token sequences sharing their first ``depth`` tokens) as a trie.
 
     Branches come in the order of their first literal; the tokens every literal of a branch
     shares become one run, so a trie node exists only where literals part. Each call handles one
-    node and touches each literal once: no per-byte dictionaries for a long enum.
+    node and touches each literal once: no per-byte dictionaries for a long enum. ``packed``:
+    every literal is ``bytes``.
     """
     branches: dict = {}
     for tokens in literals:
@@ -887,8 +897,9 @@ def _trie_expr(literals: list, depth: int) -> Expr:
         if token is _END:
             parts.append(EMPTY)
             continue
-        end = _shared_end(branch, depth + 1)
-        parts.append(seq(*_pieces(branch[0][depth:end]), EMPTY if len(branch) == 1 else _trie_expr(branch, end)))
+        end = _shared_end(branch, depth + 1, packed)
+        rest = EMPTY if len(branch) == 1 else _trie_expr(branch, end, packed)
+        parts.append(seq(*_pieces(branch[0][depth:end]), rest))
     return jg.choice(parts)  # the parts start with distinct tokens
 
 
@@ -899,12 +910,12 @@ def _pieces(tokens: bytes | tuple):
     return (_BYTES[t] if isinstance(t, int) else t for t in tokens)
 
 
-def _shared_end(literals: list, start: int) -> int:
+def _shared_end(literals: list, start: int, packed: bool) -> int:
     """Where the tokens all ``literals`` share from ``start`` on end (at the end of the shortest)."""
     if len(literals) == 1:
         return len(literals[0])
     i = start
-    if all(type(t) is bytes for t in literals):
+    if packed:
         # the least and the greatest share exactly the prefix all of them share
         least, greatest = min(literals), max(literals)
         end = min(len(least), len(greatest))

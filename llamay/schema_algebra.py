@@ -363,6 +363,8 @@ def normalize(node: dict) -> dict:
     boolean ``exclusiveMinimum``/``exclusiveMaximum`` become the numeric form.
     """
     out = {k: v for k, v in node.items() if k in _PLAIN}
+    if _RESPELLED.isdisjoint(out):
+        return out
     if isinstance(out.get("items"), list):
         out["prefixItems"] = out.pop("items")
         if "additionalItems" in out:
@@ -384,3 +386,6 @@ _NOTHING = object()
 
 #: What ``normalize`` keeps: combinators are rewritten apart, annotations and unknown keywords mean nothing here.
 _PLAIN = frozenset(SHAPES).difference(COMBINATORS)
+
+#: The keywords ``normalize`` may spell anew.
+_RESPELLED = frozenset({"items", "additionalItems", "exclusiveMinimum", "exclusiveMaximum"})

@@ -154,8 +154,9 @@ def subschemas(node: dict, pointer: str):
     """(keyword, subschema, pointer) for every subschema of ``node`` the compiler reads, in document order."""
     for keyword, value in node.items():
         if keyword in ("properties", "patternProperties"):
+            parent = child(pointer, keyword)
             for name, sub in value.items():
-                yield keyword, sub, child(pointer, keyword, name)
+                yield keyword, sub, child(parent, name)
         elif keyword in _LISTS or (keyword == "items" and isinstance(value, list)):
             for i, sub in enumerate(value):
                 yield keyword, sub, child(pointer, keyword, i)

@@ -19,17 +19,18 @@ _DOCUMENT = "https://llamay.invalid/schema.json"
 class Resolver:
     """Every ``$id`` and anchor of one document, and the base URI of each of its subschemas.
 
-    The document is indexed when the first ``$ref`` is resolved: most schemas have none.
+    The document is indexed when the first ``$ref`` is resolved (most schemas have none), and
+    only where it ``declares_ids``: without an ``$id`` or an anchor, every base is the document's.
     """
 
-    def __init__(self, root, legacy: bool) -> None:
+    def __init__(self, root, legacy: bool, ids: bool = True) -> None:
         self.root = root
         self.legacy = legacy  # drafts 4-7: an "$id" beside "$ref" is ignored like every sibling
         self.documents: dict[str, object] = {_DOCUMENT: root}
         self.anchors: dict[tuple[str, str], object] = {}
         self.bases: dict[int, str] = {}
         self.targets: dict[tuple[str, str], object] = {}  # (ref, base) -> resolved subschema
-        self.indexed = False
+        self.indexed = not ids
 
     def _index_once(self) -> None:
         if not self.indexed:
@@ -91,6 +92,15 @@ class Resolver:
         if node is None:
             raise SchemaError(f"$ref {ref!r} points at nothing in the schema", keyword="$ref", pointer=pointer)
         return node
+
+
+def declares_ids(source: str) -> bool:
+    """Whether a document, serialized by ``json_grammar.dumps``, may set ``$id``, ``id`` or ``$anchor``.
+
+    A key set to a string is written ``"key":"`` in that compact form, so a ``False`` is certain;
+    scanning the text is much faster than walking the document.
+    """
+    return any(f'"{key}":"' in source for key in ("$id", "id", "$anchor"))
 
 
 def pointer_target(document, fragment: str):
