@@ -217,7 +217,7 @@ def key_excluding(names, grammar: Grammar) -> Expr:
     refs = {name: _rule(grammar, name, build) for name, build in shared.items()}
     leave, stop = _leave(trie, 0, refs), _stop(trie, 0)
     ways = ([seq(leave, refs["key_tail"])] if leave is not None else []) + ([stop] if stop is not None else [])
-    return seq(literal('"'), alt(*ways), literal('"'))
+    return seq(literal('"'), distinct(*ways), literal('"'))  # only the way out of the trie ends with a free tail
 
 
 def _rule(grammar: Grammar, name: str, build) -> Ref:
@@ -233,12 +233,12 @@ def _leave(node: dict, depth: int, refs: dict[str, Ref]) -> Expr | None:
     pieces = [
         _ascii_raw(children),
         _non_ascii(children) if any(cp >= 0x80 for cp in children) else refs["key_non_ascii"],
-        _escape(children) if any(encode_char(cp)[:1] == b"\\" for cp in children) else refs["key_escape"],
+        _escape(children) if any(cp < 0x20 or cp in _SHORT_ESCAPES for cp in children) else refs["key_escape"],
     ]
     for cp in children:
         rest = _leave(node[cp], depth + 1, refs)
         if rest is not None:
-            pieces.append(seq(literal(encode_char(cp)), rest))
+            pieces.append(seq(_char_literal(cp), rest))
     return choice([p for p in pieces if p is not None])
 
 
@@ -248,8 +248,14 @@ def _stop(node: dict, depth: int) -> Expr | None:
     for cp in node:
         rest = _stop(node[cp], depth + 1) if isinstance(cp, int) else None
         if rest is not None:
-            parts.append(seq(literal(encode_char(cp)), rest))
+            parts.append(seq(_char_literal(cp), rest))
     return choice(parts) if parts else None
+
+
+@lru_cache(maxsize=4096)
+def _char_literal(cp: int) -> Expr:
+    # cached: the names' trie spells the same letters at every node
+    return literal(encode_char(cp))
 
 
 def choice(parts: list[Expr]) -> Expr:
@@ -259,6 +265,21 @@ def choice(parts: list[Expr]) -> Expr:
     it: over a trie that costs the size times the depth. Trie branches never repeat.
     """
     return parts[0] if len(parts) == 1 else Alt(tuple(parts))
+
+
+def distinct(*items: Expr) -> Expr:
+    """``ir.alt(*items)`` (an ``Alt`` among them is flattened) for items distinct by construction, unhashed.
+
+    Hashing an expression walks every node not hashed before, and lowering keys expressions by
+    identity: the duplicates ``alt`` looks for are all the hashes would serve.
+    """
+    flat: list[Expr] = []
+    for item in items:
+        if isinstance(item, Alt):
+            flat.extend(item.items)
+        else:
+            flat.append(item)
+    return choice(flat)
 
 
 def dumps(value) -> str:

@@ -191,26 +191,11 @@ def _lower(grammar: Grammar, whitespace_budget, warnings: list[str], deadline: f
 def _union(branches: list[Expr]) -> Expr:
     """``alt(*branches)``, without hashing a lone branch that is no ``Alt`` (it is returned as it is).
 
-    ``alt`` drops duplicates by hashing, and hashing walks every expression not hashed before;
-    lowering keys expressions by identity, so these hashes would serve nothing else.
+    ``alt`` drops duplicates by hashing (see ``json_grammar.distinct``).
     """
     if len(branches) == 1 and not isinstance(branches[0], Alt):
         return branches[0]
     return alt(*branches)
-
-
-def _distinct(*items: Expr) -> Expr:
-    """``alt(*items)`` for items that differ by construction, so without hashing them (see ``_union``).
-
-    Members differ: each starts with its own key (JSON strings are prefix-free), or is a rule.
-    """
-    flat: list[Expr] = []
-    for item in items:
-        if isinstance(item, Alt):
-            flat.extend(item.items)
-        else:
-            flat.append(item)
-    return jg.choice(flat)
 
 
 def _bound(value) -> Decimal:
@@ -648,9 +633,10 @@ class _Compiler:
             if i < starts:
                 firsts[i] = c
             if i >= 1:
-                follow = self.shared(seq(sep, c) if must else _distinct(seq(sep, c), follow), tail_uses(i))
+                follow = self.shared(seq(sep, c) if must else jg.distinct(seq(sep, c), follow), tail_uses(i))
         body = firsts + ([seq(additional, last)] if extra_only else []) + ([] if mandatory else [EMPTY])
-        return _distinct(*body)
+        # members differ: each starts with its own key (JSON strings are prefix-free), or is a rule
+        return jg.distinct(*body)
 
     def counted_members(self, declared, additional: Expr | None, lo: int, hi: int | None) -> Expr | None:
         """``members`` that also count them: "minProperties" / "maxProperties", exactly.

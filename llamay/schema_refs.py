@@ -78,7 +78,7 @@ class Resolver:
 
     def _resolve(self, ref: str, base: str, pointer: str):
         self._index_once()
-        url, fragment = urldefrag(urljoin(base, ref))
+        url, fragment = _split(ref, base)
         document = self.documents.get(url)
         if document is None:
             message = f"$ref {ref!r} points outside the schema (remote references are not fetched)"
@@ -92,6 +92,17 @@ class Resolver:
         if node is None:
             raise SchemaError(f"$ref {ref!r} points at nothing in the schema", keyword="$ref", pointer=pointer)
         return node
+
+
+def _split(ref: str, base: str) -> tuple[str, str]:
+    """``urldefrag(urljoin(base, ref))``: a fragment of the document itself needs no URL parsing.
+
+    Parsing drops tab, CR and LF anywhere in a URL, so a reference holding one goes the long way.
+    """
+    if base == _DOCUMENT and ref.startswith("#") and not any(c in ref for c in "\t\r\n"):
+        return _DOCUMENT, ref[1:]
+    url, fragment = urldefrag(urljoin(base, ref))
+    return url, fragment
 
 
 def declares_ids(source: str) -> bool:
