@@ -196,3 +196,56 @@ def test_matchers_of_one_grammar_in_threads_agree(smollm2_vocab):
         assert len(results[k]) == len(expected[k])
         for got, want in zip(results[k], expected[k], strict=True):
             np.testing.assert_array_equal(got, want)
+
+
+# Counted repetitions whose counters fold (``fold_counter``): each case is a schema, a prefix
+# that sets the counter to ``k``, and the counts around the bounds and the fold threshold
+# ``max - horizon`` (the vocabulary's longest token, in bytes) where the mask is checked.
+COUNTED = {
+    "maxLength": ({"type": "string", "minLength": 3, "maxLength": 300}, 300, lambda k: '"' + ("the fox " * 40)[:k]),
+    "pattern-class": (
+        {"type": "string", "pattern": "^[a-z0-9_-]{2,300}$"},
+        300,
+        lambda k: '"' + ("snake_case-42" * 30)[:k],
+    ),
+    "maxItems": (
+        {"type": "array", "items": {"type": "integer"}, "maxItems": 200},
+        200,
+        lambda k: "[" + ",".join(["7"] * k),
+    ),
+    "nested": (  # k items, the last a string of k characters: the items' counter is in the frame below
+        {"type": "array", "maxItems": 250, "items": {"type": "string", "maxLength": 250}},
+        250,
+        lambda k: "[" + '"ab",' * (max(k, 1) - 1) + '"' + ("xyz " * 70)[:k],
+    ),
+}
+
+
+def _counts(top: int, horizon: int) -> list[int]:
+    edge = top - horizon
+    picks = {0, 1, 2, 3, 4, edge - 2, edge - 1, edge, edge + 1, top - 3, top - 1, top}
+    return sorted(k for k in picks if 0 <= k <= top)
+
+
+@pytest.mark.parametrize("vocab_name", ["byte_vocab", "smollm2_vocab", "llama3_vocab"])
+@pytest.mark.parametrize("case", COUNTED)
+def test_masks_match_stepping_at_every_counter_regime(request, vocab_name, case):
+    """At, near and far from ``min`` and ``max``; tokens longer than the room left are refused.
+
+    One grammar serves every count, so folded counters share cache entries and machine sets,
+    and each count is checked both on a first visit and after its neighbours filled the cache.
+    """
+    vocab = request.getfixturevalue(vocab_name)
+    schema, top, prefix = COUNTED[case]
+    grammar = compile_json_schema(schema, closed_objects=False)
+    mask = allocate_bitmask(vocab.size)
+    counted = False
+    for k in [*_counts(top, vocab.trie.max_depth), *_counts(top, vocab.trie.max_depth)[::-1]]:
+        m = Matcher(grammar, vocab)
+        assert m.accept_bytes(prefix(k).encode())
+        counted |= any(c[1] > 0 for c in m.configurations())
+        m.fill_next_token_bitmask(mask)
+        np.testing.assert_array_equal(
+            allowed(mask, vocab.size), accepted_by_stepping(m, vocab), err_msg=f"{case} with count {k}"
+        )
+    assert counted, "the schema should lower onto a frame counter"

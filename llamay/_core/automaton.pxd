@@ -82,6 +82,22 @@ cdef inline bint grow(void** buf, int32_t* cap, int32_t need, size_t item) noexc
     return True
 
 
+cdef inline int32_t fold_counter(const Tables* t, int32_t state, int32_t counter, int32_t horizon) noexcept nogil:
+    """``counter``, or ``min`` where no walk of ``horizon`` bytes can tell them apart.
+
+    Each iteration of a counted repetition reads a byte, so a counter at least ``min`` and
+    more than ``horizon`` below ``max`` allows the same strings of up to ``horizon`` bytes
+    as ``min`` does: folded, such configurations share cache entries and machine sets.
+    """
+    cdef int32_t r
+    if state < 0:
+        return counter
+    r = t.state_rule[state]
+    if t.rule_max[r] > 0 and counter >= t.rule_min[r] and t.rule_max[r] - counter > horizon:
+        return t.rule_min[r]
+    return counter
+
+
 cdef int arena_init(Arena* a, int32_t max_configs) noexcept nogil
 cdef void arena_free(Arena* a) noexcept nogil
 cdef int32_t push_frame(Arena* a, int32_t ret, int32_t counter, int32_t parent) noexcept nogil

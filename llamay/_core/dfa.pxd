@@ -43,6 +43,7 @@ ctypedef struct SliceTables:
 cdef class SetMachine:
     cdef CompiledGrammar g
     cdef const Tables* t
+    cdef int32_t horizon        # bytes a walk from any set may read at most (the trie's depth): counters fold
     cdef Arena a                # a.frames[0:n_fr] are the interned frames; a.cfg is scratch
     cdef int32_t n_fr
     cdef int32_t* fh            # frame hash table: frame index + 1, 0 = empty

@@ -5,7 +5,8 @@ Theory of operation. A context-independent walk (``walk.walk``) steps a set of c
 through each trie node's byte: tens of nanoseconds per node, milliseconds per vocabulary. Yet
 the sets such walks meet repeat endlessly (inside a string every character leads back to the
 same set). ``SetMachine`` interns each set (its configurations sorted, their frames interned
-too, so equal sets get one id) and gives it a row of 256 entries, filled on demand: the
+too, so equal sets get one id; counters far from their bounds folded, since no walk of a
+token's length tells them apart) and gives it a row of 256 entries, filled on demand: the
 target set's id (times two, plus the flag "a path popped into CTX or ran past the whitespace
 window") or "dead". A row entry is computed once for the whole piece of bytes that the set's
 edges treat alike (``[a-z]`` is one step, not 26), configuration by configuration with a memo
@@ -43,7 +44,7 @@ from libc.string cimport memcmp, memcpy, memset
 import numpy as np
 
 from .automaton cimport (EDGE_CALL, F_NEED_CTX, F_OVERFLOW, Arena, CompiledGrammar, Config, Frame, Tables,
-                         arena_free, arena_init, step)
+                         arena_free, arena_init, fold_counter, step)
 from .trie cimport FAN_MIN, NODE_DEPTH, TokenTrie, TrieTables
 from .walk cimport IntVec, intvec_push_range
 
@@ -99,9 +100,10 @@ cdef inline void _sort_cfgs(Config* cfg, int32_t n) noexcept nogil:
 cdef class SetMachine:
     """The lazily built DFA of one grammar's context-independent walks (see the module doc)."""
 
-    def __cinit__(self, CompiledGrammar grammar):
+    def __cinit__(self, CompiledGrammar grammar, int32_t horizon):
         self.g = grammar
         self.t = &grammar.t
+        self.horizon = horizon
         if arena_init(&self.a, limits.MAX_CONFIGURATIONS) < 0:
             raise MemoryError("set machine arena")
         self.fh_mask = 255
@@ -206,12 +208,14 @@ cdef class SetMachine:
 
     # -- interning --------------------------------------------------------------------------
     cdef int32_t intern_frame(self, int32_t ret, int32_t counter, int32_t parent) noexcept nogil:
-        """The interned frame (ret, counter, parent); appended at ``a.frames[n_fr]`` when new. -1: out of memory."""
-        cdef uint32_t h = _mix(_mix(_mix(0x811C9DC5u, <uint32_t> ret), <uint32_t> counter), <uint32_t> parent)
-        cdef uint32_t j = h & <uint32_t> self.fh_mask
+        """The interned frame (ret, counter folded, parent); appended at ``a.frames[n_fr]`` when new. -1: out of memory."""
+        cdef uint32_t h, j
         cdef int32_t f, i, cap
         cdef int32_t* table
         cdef void* p
+        counter = fold_counter(self.t, ret, counter, self.horizon)
+        h = _mix(_mix(_mix(0x811C9DC5u, <uint32_t> ret), <uint32_t> counter), <uint32_t> parent)
+        j = h & <uint32_t> self.fh_mask
         while self.fh[j]:
             f = self.fh[j] - 1
             if self.a.frames[f].ret == ret and self.a.frames[f].counter == counter and self.a.frames[f].parent == parent:
@@ -248,14 +252,26 @@ cdef class SetMachine:
         return f
 
     cdef int32_t intern_set(self, Config* cfg, int32_t n, int32_t ws_cap) noexcept nogil:
-        """The id of the set ``cfg[0:n]`` (sorted here in place); D_FULL or D_OVERFLOW when it cannot be added."""
+        """The id of the set ``cfg[0:n]``; D_FULL or D_OVERFLOW when it cannot be added.
+
+        The configurations' counters are folded (``fold_counter``), then they are sorted and
+        deduplicated, in place: a bounded repetition far from its bounds is one set, not one per count.
+        """
         cdef int32_t i, k, s, cap
         cdef Config x
         cdef uint32_t h = _mix(0x811C9DC5u, <uint32_t> ws_cap), j
         cdef int32_t* table
         cdef void* p
         cdef int64_t pcap
+        for i in range(n):
+            cfg[i].counter = fold_counter(self.t, cfg[i].state, cfg[i].counter, self.horizon)
         _sort_cfgs(cfg, n)
+        k = 0
+        for i in range(n):  # folding may have made two configurations equal
+            if k == 0 or memcmp(&cfg[k - 1], &cfg[i], sizeof(Config)) != 0:
+                cfg[k] = cfg[i]
+                k += 1
+        n = k
         for i in range(n):
             h = _mix(_mix(_mix(_mix(h, <uint32_t> cfg[i].state), <uint32_t> cfg[i].counter), <uint32_t> cfg[i].parent),
                      <uint32_t> cfg[i].ws)
