@@ -153,3 +153,51 @@ def test_thousands_of_alternatives_share_their_prefixes():
     g = _rules(root=ir.alt(*(ir.literal(f"w{i}") for i in range(5000))))
     m = Matcher(g.compile())
     assert m.accept_bytes(b"w4999") and m.is_accepting()
+
+
+def _quotient(compiled):
+    """The automaton with every state replaced by the first state of its class (edges, rule starts)."""
+    arrays = {name: a.copy() for name, a in compiled.tables.items()}
+    canon = compiled.state_classes
+    for name in ("b_tgt", "x_tgt", "rule_start"):
+        arrays[name] = canon[arrays[name]].astype(arrays[name].dtype)
+    return type(compiled)(arrays, -1, list(compiled.rule_names), [])
+
+
+_BYTES = sorted({*ALPHABET, *"é".encode()})
+
+
+@settings(max_examples=300, deadline=None)
+@given(grammars(recursive=True), st.data())
+def test_state_classes_keep_every_verdict(g, data):
+    """Merging each bisimulation class onto one state changes no verdict: along a random walk
+    through the language, every next byte and the end are judged alike."""
+    try:
+        compiled = g.compile()
+    except GrammarError:
+        return
+    canon = compiled.state_classes
+    assert (canon[canon] == canon).all() and (canon <= range(len(canon))).all()
+    a, b = Matcher(compiled), Matcher(_quotient(compiled))
+    for _ in range(data.draw(st.integers(0, 30))):
+        assert a.is_accepting() == b.is_accepting()
+        live = []
+        for x in _BYTES:
+            ok = a.accept_bytes(bytes([x]))
+            assert ok == b.accept_bytes(bytes([x])), bytes([x])
+            if ok:
+                live.append(x)
+                a.rollback(1)
+                b.rollback(1)
+        if not live:
+            break
+        x = bytes([data.draw(st.sampled_from(live))])
+        assert a.accept_bytes(x) and b.accept_bytes(x)
+
+
+def test_repetition_copies_share_a_class():
+    """``x+`` lowers to ``x x*``: the state after the first ``x`` and the loop state behave alike."""
+    g = ir.Grammar()
+    g.define("root", ir.seq(ir.plus(ir.seq(ir.byte_set(b"ab"), ir.byte_set(b"cd"))), ir.literal(";")))
+    compiled = g.compile()
+    assert len(set(compiled.state_classes.tolist())) < compiled.n_states

@@ -54,6 +54,7 @@ ctypedef struct Tables:
     const int32_t* rule_start
     const int32_t* rule_min
     const int32_t* rule_max
+    const int32_t* canon       # per state: the first state of its bisimulation class (same future)
 
 ctypedef struct Arena:
     Config* cfg

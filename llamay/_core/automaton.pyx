@@ -11,7 +11,9 @@ Frames are shared within a step when identical, and never freed during one: call
 truncate ``n_frames`` and ``cfg_len`` to undo speculative work.
 """
 
+from libc.stdint cimport int64_t
 from libc.stdlib cimport free, malloc
+from libc.string cimport memcmp, memcpy
 
 import numpy as np
 
@@ -198,6 +200,156 @@ cdef void _fill_byteset(const int32_t[::1] start, const uint8_t[::1] lo, const u
                 out[s * 8 + (b >> 5)] |= (<uint32_t> 1) << (b & 31)
 
 
+cdef enum:
+    _BISIM_ROUNDS = 256  # refinement rounds before giving up on merging (then every state is its own class)
+
+
+cdef inline uint32_t _mix(uint32_t h, uint32_t x) noexcept nogil:
+    h ^= x
+    h *= 0x9E3779B1u
+    return (h << 15) | (h >> 17)
+
+
+cdef void _sort_tuples(int32_t* a, int32_t n, int32_t w) noexcept nogil:
+    """Insertion sort of ``n`` tuples of ``w`` ints, lexicographically: a state has few edges."""
+    cdef int32_t i, k, j, c
+    cdef int32_t x[4]
+    for i in range(1, n):
+        for j in range(w):
+            x[j] = a[i * w + j]
+        k = i - 1
+        while k >= 0:
+            c = 0
+            for j in range(w):
+                if a[k * w + j] != x[j]:
+                    c = 1 if a[k * w + j] > x[j] else -1
+                    break
+            if c <= 0:
+                break
+            for j in range(w):
+                a[(k + 1) * w + j] = a[k * w + j]
+            k -= 1
+        for j in range(w):
+            a[(k + 1) * w + j] = x[j]
+
+
+cdef int32_t _unique_tuples(int32_t* a, int32_t n, int32_t w) noexcept nogil:
+    """Drop repeated tuples from sorted ``a``; returns how many are left."""
+    cdef int32_t i, j, m = 0
+    for i in range(n):
+        if m > 0:
+            for j in range(w):
+                if a[(m - 1) * w + j] != a[i * w + j]:
+                    break
+            else:
+                continue
+        for j in range(w):
+            a[m * w + j] = a[i * w + j]
+        m += 1
+    return m
+
+
+cdef int bisimulation(const Tables* t, int32_t* canon) noexcept nogil:
+    """Map every state onto the first state of its bisimulation class; -1 when out of memory.
+
+    Lowering copies repetitions and alternatives (``x+`` is ``x x*``; a key that is no declared
+    name tracks the names it might still be), so many states behave alike: same finality and
+    rule, and edges with the same labels to states that behave alike. Configurations at such
+    states have the same future, so the set machine and the mask cache treat them as one.
+    Partition refinement: a state's signature is its class and its edges' labels with their
+    targets' classes, sorted and deduplicated; rounds go on until no class splits (within
+    _BISIM_ROUNDS, else no state is merged).
+    """
+    cdef int32_t n = t.n_states, s, e, k, nb, nx, r, n_cls = 0, n_new, cap = 1, j, q
+    cdef int64_t total = 0
+    cdef int32_t* cls = <int32_t*> malloc(max(n, 1) * sizeof(int32_t))
+    cdef int32_t* nxt = <int32_t*> malloc(max(n, 1) * sizeof(int32_t))
+    cdef int64_t* off = <int64_t*> malloc((n + 1) * sizeof(int64_t))
+    cdef int32_t* size = <int32_t*> malloc(max(n, 1) * sizeof(int32_t))
+    cdef int32_t* sig = NULL
+    cdef int32_t* table = NULL
+    cdef int32_t* x
+    cdef uint32_t h
+    cdef int rc = -1
+    for s in range(n):
+        canon[s] = s
+    if cls == NULL or nxt == NULL or off == NULL or size == NULL:
+        free(cls); free(nxt); free(off); free(size)
+        return -1
+    for s in range(n):
+        off[s] = total
+        total += 3 + 4 * (t.b_start[s + 1] - t.b_start[s]) + 3 * (t.x_start[s + 1] - t.x_start[s])
+    off[n] = total
+    while cap < 2 * n + 2:
+        cap *= 2
+    sig = <int32_t*> malloc(max(total, 1) * sizeof(int32_t))
+    table = <int32_t*> malloc(cap * sizeof(int32_t))
+    if sig == NULL or table == NULL:
+        free(cls); free(nxt); free(off); free(size); free(sig); free(table)
+        return -1
+    for s in range(n):  # round 0: finality and rule
+        cls[s] = 2 * t.state_rule[s] + t.final[s]
+    n_cls = -1
+    for r in range(_BISIM_ROUNDS):
+        for j in range(cap):
+            table[j] = -1
+        n_new = 0
+        for s in range(n):
+            x = &sig[off[s]]
+            x[0] = cls[s]
+            nb = 0
+            for e in range(t.b_start[s], t.b_start[s + 1]):
+                x[3 + 4 * nb] = t.b_lo[e]
+                x[4 + 4 * nb] = t.b_hi[e]
+                x[5 + 4 * nb] = t.b_ws[e]
+                x[6 + 4 * nb] = cls[t.b_tgt[e]]
+                nb += 1
+            _sort_tuples(&x[3], nb, 4)
+            nb = _unique_tuples(&x[3], nb, 4)
+            nx = 0
+            for e in range(t.x_start[s], t.x_start[s + 1]):
+                x[3 + 4 * nb + 3 * nx] = t.x_kind[e]
+                x[4 + 4 * nb + 3 * nx] = t.x_arg[e]
+                x[5 + 4 * nb + 3 * nx] = cls[t.x_tgt[e]]
+                nx += 1
+            _sort_tuples(&x[3 + 4 * nb], nx, 3)
+            nx = _unique_tuples(&x[3 + 4 * nb], nx, 3)
+            x[1] = nb
+            x[2] = nx
+            size[s] = 3 + 4 * nb + 3 * nx
+            h = 0x811C9DC5u
+            for k in range(size[s]):
+                h = _mix(h, <uint32_t> x[k])
+            j = h & <uint32_t> (cap - 1)
+            while table[j] >= 0:
+                q = table[j]
+                if size[q] == size[s] and memcmp(&sig[off[q]], x, size[s] * sizeof(int32_t)) == 0:
+                    break
+                j = (j + 1) & (cap - 1)
+            if table[j] < 0:
+                table[j] = s
+                nxt[s] = n_new
+                n_new += 1
+            else:
+                nxt[s] = nxt[table[j]]
+        if n_new == n_cls:  # stable: every class's first state stands for it
+            for s in range(n):
+                canon[s] = -1
+            for s in range(n):
+                if canon[cls[s]] < 0:
+                    canon[cls[s]] = s
+            for s in range(n):  # cls[s] < n: reuse canon's slots, then map
+                nxt[s] = canon[cls[s]]
+            for s in range(n):
+                canon[s] = nxt[s]
+            rc = 0
+            break
+        n_cls = n_new
+        memcpy(cls, nxt, n * sizeof(int32_t))
+    free(cls); free(nxt); free(off); free(size); free(sig); free(table)
+    return rc
+
+
 _FIELDS = ("b_start", "b_lo", "b_hi", "b_tgt", "b_ws", "x_start", "x_kind", "x_arg", "x_tgt", "final",
            "state_rule", "rule_start", "rule_min", "rule_max")
 
@@ -242,6 +394,11 @@ cdef class CompiledGrammar:
         self.t.rule_start = <const int32_t*> <size_t> keep["rule_start"].ctypes.data
         self.t.rule_min = <const int32_t*> <size_t> keep["rule_min"].ctypes.data
         self.t.rule_max = <const int32_t*> <size_t> keep["rule_max"].ctypes.data
+        canon = np.zeros(max(n, 1), np.int32)
+        self.t.canon = <const int32_t*> <size_t> canon.ctypes.data
+        if bisimulation(&self.t, <int32_t*> <size_t> canon.ctypes.data) < 0:
+            raise MemoryError("state classes")
+        keep["canon"] = canon
         self.rule_names = rule_names
         self.warnings = warnings
         self.whitespace_budget = None if ws_budget < 0 else ws_budget
@@ -262,6 +419,11 @@ cdef class CompiledGrammar:
         size |= dict.fromkeys(("x_kind", "x_arg", "x_tgt"), int(arrays["x_start"][n]))
         size |= dict.fromkeys(("rule_start", "rule_min", "rule_max"), len(self.rule_names))
         return {name: arrays[name][: size[name]] for name in _FIELDS}
+
+    @property
+    def state_classes(self):
+        """Per state, the first state of its bisimulation class (read-only numpy view), for tests."""
+        return self._arrays["canon"][: self.t.n_states]
 
     def __repr__(self):
         return f"CompiledGrammar(states={self.t.n_states}, rules={len(self.rule_names)}, warnings={self.warnings!r})"

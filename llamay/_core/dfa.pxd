@@ -84,7 +84,7 @@ cdef class SetMachine:
     cdef int32_t* su_pool
     cdef int32_t su_n
     cdef int32_t su_cap
-    cdef int8_t* s_imm          # per set: holds an immortal configuration? (-1 unknown)
+    cdef int8_t* s_imm          # per set: lives through any safe string? (-1 unknown)
     cdef int32_t* cm_key        # memo of one configuration's step: (target, ws edge, counter, parent, ws, window)
     cdef int32_t* cm_val
     cdef int32_t cm_mask

@@ -5,8 +5,9 @@ Theory of operation. A context-independent walk (``walk.walk``) steps a set of c
 through each trie node's byte: tens of nanoseconds per node, milliseconds per vocabulary. Yet
 the sets such walks meet repeat endlessly (inside a string every character leads back to the
 same set). ``SetMachine`` interns each set (its configurations sorted, their frames interned
-too, so equal sets get one id; counters far from their bounds folded, since no walk of a
-token's length tells them apart) and gives it a row of 256 entries, filled on demand: the
+too, so equal sets get one id; states replaced by their bisimulation class and counters far
+from their bounds folded, since no walk of a token's length tells them apart) and gives it a
+row of 256 entries, filled on demand: the
 target set's id (times two, plus the flag "a path popped into CTX or ran past the whitespace
 window") or "dead". A row entry is computed once for the whole piece of bytes that the set's
 edges treat alike (``[a-z]`` is one step, not 26), configuration by configuration with a memo
@@ -208,11 +209,15 @@ cdef class SetMachine:
 
     # -- interning --------------------------------------------------------------------------
     cdef int32_t intern_frame(self, int32_t ret, int32_t counter, int32_t parent) noexcept nogil:
-        """The interned frame (ret, counter folded, parent); appended at ``a.frames[n_fr]`` when new. -1: out of memory."""
+        """The interned frame (ret's class, counter folded, parent); appended at ``a.frames[n_fr]`` when new.
+
+        Returns -1 when out of memory.
+        """
         cdef uint32_t h, j
         cdef int32_t f, i, cap
         cdef int32_t* table
         cdef void* p
+        ret = self.t.canon[ret]
         counter = fold_counter(self.t, ret, counter, self.horizon)
         h = _mix(_mix(_mix(0x811C9DC5u, <uint32_t> ret), <uint32_t> counter), <uint32_t> parent)
         j = h & <uint32_t> self.fh_mask
@@ -254,8 +259,9 @@ cdef class SetMachine:
     cdef int32_t intern_set(self, Config* cfg, int32_t n, int32_t ws_cap) noexcept nogil:
         """The id of the set ``cfg[0:n]``; D_FULL or D_OVERFLOW when it cannot be added.
 
-        The configurations' counters are folded (``fold_counter``), then they are sorted and
-        deduplicated, in place: a bounded repetition far from its bounds is one set, not one per count.
+        The configurations' states become their classes' and their counters are folded
+        (``fold_counter``), then they are sorted and deduplicated, in place: equivalent states
+        are one set, and so is a bounded repetition far from its bounds, not one per count.
         """
         cdef int32_t i, k, s, cap
         cdef Config x
@@ -264,6 +270,8 @@ cdef class SetMachine:
         cdef void* p
         cdef int64_t pcap
         for i in range(n):
+            if cfg[i].state >= 0:
+                cfg[i].state = self.t.canon[cfg[i].state]
             cfg[i].counter = fold_counter(self.t, cfg[i].state, cfg[i].counter, self.horizon)
         _sort_cfgs(cfg, n)
         k = 0
@@ -947,11 +955,15 @@ cdef class SetMachine:
         return True
 
     cdef int set_immortal(self, int32_t s) noexcept nogil:
-        """Whether set ``s`` holds a configuration at an immortal state (then it lives through any safe string)."""
+        """Whether set ``s`` lives through any safe string: it is a fixed point of the safe characters
+        (``slice_step`` leads back to it), or it holds a configuration at an immortal state."""
         cdef int32_t i, r = 0
         cdef int64_t off
         if self.s_imm[s] >= 0:
             return self.s_imm[s]
+        if self.slice_step(s) == 1 and self.sn_pool[self.sn_off[s]] == s:  # no analysis needed
+            self.s_imm[s] = 1
+            return 1
         off = self.s_off[s]
         for i in range(self.s_len[s]):
             if self.pool[off + i].state >= 0:
@@ -1442,15 +1454,31 @@ cdef inline int32_t _lower_bound(const int32_t* a, int32_t n, int32_t x) noexcep
     return lo
 
 
+cdef int _take_verdicts(const int32_t* rec, int32_t lo, int32_t hi, IntVec* acc, IntVec* cd) noexcept nogil:
+    """The tokens at positions ``lo:hi`` of ``other`` that a verdict record accepts (to ``acc``) or leaves undecided."""
+    cdef int32_t a = _lower_bound(&rec[2], rec[0], lo), b = _lower_bound(&rec[2], rec[0], hi)
+    if b > a and intvec_push_range(acc, &rec[2 + rec[0] + a], b - a) < 0:
+        return D_OVERFLOW
+    if rec[1]:
+        a = _lower_bound(&rec[2 + 2 * rec[0]], rec[1], lo)
+        b = _lower_bound(&rec[2 + 2 * rec[0]], rec[1], hi)
+        if b > a and intvec_push_range(cd, &rec[2 + 2 * rec[0] + rec[1] + a], b - a) < 0:
+            return D_OVERFLOW
+    return 0
+
+
 cdef int owalk(SetMachine m, const SliceTables* sl, int32_t start, IntVec* acc, IntVec* cd, int32_t* st,
                int8_t* uu) noexcept nogil:
     """Walk the ``other`` trie from ``start`` into ``acc`` / ``cd``, like ``mwalk``, but by subtrees where it can.
 
     ``uu[d]`` follows the safe-character automaton along the path (-1 once a byte is not
-    part of a safe character). At a node whose path is safe characters only, whose set
-    every safe character leads back to (``fixed_verdicts``), and no path left for the
-    context, each token below is decided by its rest alone: one lookup per token instead
-    of a walk of its bytes.
+    part of a safe character). A node's subtree is decided by the verdicts of a set ``F``
+    that every safe character leads back to (``fixed_verdicts``): one lookup per token
+    instead of a walk of its bytes. That holds when no path was left for the context, the
+    path up to the node is safe characters, and either the node's set is ``F`` or its byte
+    leads the parent's set where it leads ``F`` (``F`` is the last such set met: the
+    closing quote of an open object's first key goes where any key's does). Consecutive
+    subtrees decided by one ``F`` are looked up as one range.
     """
     cdef const TrieTables* tr = sl.other
     cdef const int32_t* ndb = tr.node_db
@@ -1458,7 +1486,9 @@ cdef int owalk(SetMachine m, const SliceTables* sl, int32_t start, IntVec* acc, 
     cdef const int32_t* ntok = tr.node_tok
     cdef const int32_t* tids = tr.tok_ids
     cdef const int32_t* rec
-    cdef int32_t i = 0, last = tr.n_nodes, d, e, j, lo, hi, x, p, q, r, u, a, b
+    cdef const int32_t* fix_rec = NULL   # the last fixed set's verdicts
+    cdef const int32_t* run_rec = NULL   # a range of positions decided by one record, not yet looked up
+    cdef int32_t i = 0, last = tr.n_nodes, d, e, f, lo, hi, x, p, q, u, fix = -1, run_lo = 0, run_hi = 0
     cdef int64_t n_vis = 0
     st[0] = 2 * start
     uu[0] = 0
@@ -1474,7 +1504,7 @@ cdef int owalk(SetMachine m, const SliceTables* sl, int32_t start, IntVec* acc, 
             if e <= D_OVERFLOW:
                 m.visited += n_vis
                 return e
-            if cd != NULL and ((p & 1) or e == D_DEAD_CTX):
+            if (p & 1) or e == D_DEAD_CTX:
                 lo = ntok[i]
                 hi = ntok[i + nsize[i]]
                 if intvec_push_range(cd, &tids[lo], hi - lo) < 0:
@@ -1487,22 +1517,30 @@ cdef int owalk(SetMachine m, const SliceTables* sl, int32_t start, IntVec* acc, 
         if u >= 0:
             u = _U8[u * 256 + (x & 255)]
         uu[d] = <int8_t> u
-        if u == 0 and not (q & 1):
-            rec = m.fixed_verdicts(q >> 1, sl)
-            if rec != NULL:
-                lo = ntok[i]
-                hi = ntok[i + nsize[i]]
-                a = _lower_bound(&rec[2], rec[0], lo)
-                b = _lower_bound(&rec[2], rec[0], hi)
-                if b > a and intvec_push_range(acc, &rec[2 + rec[0] + a], b - a) < 0:
+        rec = NULL
+        if not (q & 1):
+            if u == 0:
+                rec = m.fixed_verdicts(q >> 1, sl)
+                if rec != NULL:
+                    fix = q >> 1
+                    fix_rec = rec
+            if rec == NULL and fix >= 0 and uu[d - 1] == 0:
+                f = row_of(m, fix)[x & 255]
+                if f == D_UNKNOWN:
+                    f = m.compute(fix, <uint8_t> (x & 255))
+                if f == e:
+                    rec = fix_rec
+        if rec != NULL:
+            lo = ntok[i]
+            hi = ntok[i + nsize[i]]
+            if rec != run_rec or lo != run_hi:
+                if run_rec != NULL and _take_verdicts(run_rec, run_lo, run_hi, acc, cd) < 0:
                     return D_OVERFLOW
-                if rec[1]:
-                    a = _lower_bound(&rec[2 + 2 * rec[0]], rec[1], lo)
-                    b = _lower_bound(&rec[2 + 2 * rec[0]], rec[1], hi)
-                    if b > a and intvec_push_range(cd, &rec[2 + 2 * rec[0] + rec[1] + a], b - a) < 0:
-                        return D_OVERFLOW
-                i += nsize[i]
-                continue
+                run_rec = rec
+                run_lo = lo
+            run_hi = hi
+            i += nsize[i]
+            continue
         lo = ntok[i]
         hi = ntok[i + 1]
         if lo < hi:
@@ -1513,6 +1551,8 @@ cdef int owalk(SetMachine m, const SliceTables* sl, int32_t start, IntVec* acc, 
                 return D_OVERFLOW
         i += 1
     m.visited += n_vis
+    if run_rec != NULL and _take_verdicts(run_rec, run_lo, run_hi, acc, cd) < 0:
+        return D_OVERFLOW
     return 0
 
 
@@ -1553,7 +1593,8 @@ cdef int entry_walk(SetMachine m, const TrieTables* tr, const SliceTables* sl, i
         dead = False
         alive = dropped  # a set dropped as immortal lives on at every level
         for i in range(n_cur):
-            if n_cur > 1 and m.set_immortal(cur[i]):  # alive now and at every later level: not followed
+            # alive now and at every later level: not followed (a start that branches is checked too)
+            if (n_cur > 1 or (k == 1 and m.slice_step(start) > 1)) and m.set_immortal(cur[i]):
                 alive = True
                 dropped = True
                 continue

@@ -383,19 +383,19 @@ cdef class Matcher:
 
         A position is the top frame's state and counter, the budget left up to WS_WINDOW,
         and the return states and counters of up to CTX_FRAMES frames below (then CTX, or
-        BOTTOM when that is the whole stack). With the frames below known, a walk that
-        leaves the top frame can usually go on. Unused fields are zero, so that equal
-        positions are equal bytes.
+        BOTTOM when that is the whole stack); states by their bisimulation class, counters
+        folded. With the frames below known, a walk that leaves the top frame can usually go
+        on. Unused fields are zero, so that equal positions are equal bytes.
         """
         cdef const Tables* t = &self.g.t
         cdef int32_t f = c.parent, depth = 0, horizon = self.trie.tr.max_depth
         memset(rec, 0, sizeof(PosRec))
         while f >= 0 and depth < CTX_FRAMES:
-            rec.frames[2 * depth] = self.a.frames[f].ret
+            rec.frames[2 * depth] = t.canon[self.a.frames[f].ret]
             rec.frames[2 * depth + 1] = fold_counter(t, self.a.frames[f].ret, self.a.frames[f].counter, horizon)
             f = self.a.frames[f].parent
             depth += 1
-        rec.state = c.state
+        rec.state = t.canon[c.state]
         rec.counter = fold_counter(t, c.state, c.counter, horizon)
         rec.ws = 0 if t.ws_budget < 0 else min(t.ws_budget - c.ws, WS_WINDOW)
         rec.bottom = f == BOTTOM
