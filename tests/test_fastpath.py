@@ -17,6 +17,7 @@ from test_mask import accepted_by_stepping, allowed
 
 from llamay import Matcher, allocate_bitmask, compile_json_schema
 from llamay._core.dfa import slices_for
+from llamay._core.maskcache import cache_for
 
 VOCABS = ["byte_vocab", "smollm2_vocab", "llama3_vocab", "gemma_vocab"]
 
@@ -68,6 +69,31 @@ SCHEMAS = {
             "items": {"type": "object", "properties": {"name": {"type": "string"}, "price": {"type": "number"}}},
         },
         ['[{"name":"Apples","price":5.99},{"name":"Banana","price":0.5,"note":"ripe"}]'],
+    ),
+    # character classes (``class_walk``): past ASCII none lives, one character lives, or all live;
+    # bounded with a counter, unbounded, as keys; and a class that changes after one character
+    "classes": (
+        {
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "pattern": "^[a-zA-Z0-9_\\-\\./]+$"},
+                "account": {"type": "string", "pattern": "^[A-Za-z0-9 &'\\(\\)\\*,\\-\\./@£]{1,32}$"},
+                "note": {"type": "string", "pattern": "^[^/]{2,}$"},
+                "code": {"type": "string", "pattern": "^[0-9]{2,5}$"},
+                "name": {"type": "string", "pattern": "^[A-Z][a-z]+$"},
+                "tags": {
+                    "type": "object",
+                    "patternProperties": {"^[0-9a-zA-Z_-]{1,255}$": {"type": "integer"}},
+                    "additionalProperties": False,
+                },
+            },
+            "additionalProperties": False,
+        },
+        [
+            '{"path":"src/llamay_core-v2.0/dfa.pyx","account":"My Savings (£) Account, 2024","note":"déjà vu, ok",'
+            '"code":"0451","name":"Ada","tags":{"key_1":1,"Another-Key":22}}',
+            '{"account":"A","note":"—— quoted \\"text\\" ——","tags":{"x":0}}',
+        ],
     ),
 }
 
@@ -130,6 +156,17 @@ def test_slices_split_the_vocabulary(request, vocab_name):
     for r in sorted({min(r, sl.kmax) for r in (1, 2, 5, 16, sl.kmax)}):
         want = np.flatnonzero((kinds >= 1) & (kinds <= r))
         np.testing.assert_array_equal(allowed(cum[r].view(np.int32), vocab.size), want)
+    # the short slice tokens by the bytes they hold, and by group of ASCII bytes
+    short = [i for i in range(len(kinds)) if 1 <= kinds[i] <= sl.levels]
+    holds = {i: set(vocab.token_bytes(i)) for i in short}
+    for b in (0x20, 0x2D, 0x30, 0x41, 0x5F, 0x61, 0x7A, 0x7F):
+        want = [i for i in short if b in holds[i]]
+        np.testing.assert_array_equal(allowed(a["has"][b].view(np.int32), vocab.size), want, err_msg=hex(b))
+    np.testing.assert_array_equal(
+        allowed(a["wide"].view(np.int32), vocab.size), [i for i in short if max(holds[i]) >= 0x80]
+    )
+    digits = [i for i in short if holds[i] & set(b"0123456789")]
+    np.testing.assert_array_equal(allowed(a["grp"][0].view(np.int32), vocab.size), digits)
 
 
 @pytest.mark.parametrize("vocab_name", VOCABS)
@@ -249,3 +286,23 @@ def test_masks_match_stepping_at_every_counter_regime(request, vocab_name, case)
             allowed(mask, vocab.size), accepted_by_stepping(m, vocab), err_msg=f"{case} with count {k}"
         )
     assert counted, "the schema should lower onto a frame counter"
+
+
+@pytest.mark.parametrize("vocab_name", ["smollm2_vocab", "llama3_vocab"])
+def test_class_strings_match_stepping_at_every_token(request, vocab_name):
+    """Every position of the class-constrained values, and the class path is what served them."""
+    vocab = request.getfixturevalue(vocab_name)
+    schema, documents = SCHEMAS["classes"]
+    grammar = compile_json_schema(schema, closed_objects=False)
+    mask = allocate_bitmask(vocab.size)
+    for doc in documents:
+        m = Matcher(grammar, vocab)
+        tokens = greedy_tokens(m, vocab, doc.encode())
+        for p, tok in enumerate([*tokens, None]):
+            m.fill_next_token_bitmask(mask)
+            np.testing.assert_array_equal(
+                allowed(mask, vocab.size), accepted_by_stepping(m, vocab), err_msg=f"at token {p} of {doc!r}"
+            )
+            if tok is not None:
+                assert m.accept_token(tok)
+    assert cache_for(grammar, vocab).machine.kinds[4][0] > 0

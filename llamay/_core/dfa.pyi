@@ -21,7 +21,7 @@ class SetMachine:
     def nbytes(self) -> int: ...
     @property
     def kinds(self) -> list[tuple[int, int]]:
-        """Walks so far by kind (whole trie, other tokens, rest groups, long tokens): (count, nodes)."""
+        """Walks so far by kind (whole trie, other tokens, rest groups, long tokens, class): (count, nodes)."""
 
 class StringSlices:
     """A vocabulary's tokens of safe characters by length, and tries of the others."""

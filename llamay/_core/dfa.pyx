@@ -196,8 +196,8 @@ cdef class SetMachine:
 
     @property
     def kinds(self):
-        """Walks so far by kind (whole trie, other tokens, rest groups, long tokens): (count, nodes)."""
-        return [(self.n_kind[i], self.v_kind[i]) for i in range(4)]
+        """Walks so far by kind (whole trie, other tokens, rest groups, long tokens, class): (count, nodes)."""
+        return [(self.n_kind[i], self.v_kind[i]) for i in range(5)]
 
     @property
     def n_sets(self):
@@ -1113,6 +1113,88 @@ cdef class SetMachine:
         return r
 
 
+    cdef int32_t class_step(self, int32_t s, uint64_t* live, int32_t* wide) noexcept nogil:
+        """Where the safe characters lead from ``s`` when those that live form a class: all to one set.
+
+        ``live`` gets the ASCII bytes that live (two words), ``wide`` how the characters past
+        ASCII fare (WIDE_DEAD, WIDE_LIVE or WIDE_MIXED). Returns the set the living characters
+        lead to, CL_NONE when none lives, CL_NO when they part or a path needs the context
+        (for the ASCII ones; or when only characters past ASCII live), or D_OVERFLOW / D_FULL.
+        """
+        cdef int32_t pu[64]
+        cdef int32_t ps[64]
+        cdef int32_t b, e, t = -1, wt = -1, n_pairs = 1, done = 0, u, cur, q, nu, prev, j
+        cdef bint any_dead = False, any_live = False, mixed = False
+        live[0] = 0
+        live[1] = 0
+        for b in range(0x20, 0x80):
+            if b == 0x22 or b == 0x5C:
+                continue
+            e = row_of(self, s)[b]
+            if e == D_UNKNOWN:
+                e = self.compute(s, <uint8_t> b)
+                if e <= D_OVERFLOW:
+                    return e
+            if e == D_DEAD:
+                continue
+            if e < 0 or (e & 1) or (t >= 0 and e >> 1 != t):
+                return CL_NO
+            t = e >> 1
+            live[b >> 6] |= (<uint64_t> 1) << (b & 63)
+        # past ASCII: (UTF-8 state, set) pairs from the lead bytes on, as in ``slice_step``
+        pu[0] = 0
+        ps[0] = s
+        while done < n_pairs and not mixed:
+            u = pu[done]
+            cur = ps[done]
+            done += 1
+            for q in range(_U_START[u], _U_START[u + 1]):
+                if u == 0 and _U_LO[q] < 0xC2:
+                    continue
+                nu = _U_NEXT[q]
+                prev = D_UNKNOWN
+                b = _U_LO[q]
+                while b <= _U_HI[q]:
+                    e = row_of(self, cur)[b]
+                    if e == D_UNKNOWN:
+                        e = self.compute(cur, <uint8_t> b)
+                        if e <= D_OVERFLOW:
+                            return e
+                    b = self.piece_end(cur, b) + 1
+                    if e == prev:
+                        continue
+                    prev = e
+                    if e == D_DEAD:
+                        any_dead = True
+                    elif e < 0 or (e & 1):
+                        mixed = True
+                    elif nu == 0:
+                        any_live = True
+                        mixed = wt >= 0 and wt != e >> 1
+                        wt = e >> 1
+                    else:
+                        for j in range(n_pairs):
+                            if pu[j] == nu and ps[j] == e >> 1:
+                                break
+                        else:
+                            mixed = n_pairs == 64
+                            if not mixed:
+                                pu[n_pairs] = nu
+                                ps[n_pairs] = e >> 1
+                                n_pairs += 1
+                    if mixed:
+                        break
+                if mixed:
+                    break
+        if mixed or (any_live and any_dead) or (any_live and t >= 0 and wt != t):
+            wide[0] = WIDE_MIXED
+        else:
+            wide[0] = WIDE_LIVE if any_live else WIDE_DEAD
+        if t < 0:
+            return CL_NONE if wide[0] == WIDE_DEAD else CL_NO
+        return t
+
+
 # The safe characters as a byte automaton: state 0 is a character boundary; edges (lo, hi, next),
 # next 0 completing a character. Well-formed UTF-8 only (no overlong forms, surrogates or > U+10FFFF).
 cdef int32_t[9] _U_START = [0, 11, 12, 13, 14, 15, 16, 17, 18]
@@ -1146,6 +1228,34 @@ def _fill_u8():
 
 
 _fill_u8()
+
+
+cdef enum:
+    _N_GROUPS = 4  # of safe ASCII bytes: digits, upper-case letters, lower-case letters, the others
+
+cdef int8_t _GROUP[128]         # per ASCII byte: its group, -1 when unsafe
+cdef uint64_t _GROUP_BITS[8]    # per group, its bytes (two words)
+
+
+def _fill_groups():
+    cdef int32_t b, g
+    for b in range(128):
+        if b < 0x20 or b == 0x22 or b == 0x5C:
+            g = -1
+        elif 0x30 <= b <= 0x39:
+            g = 0
+        elif 0x41 <= b <= 0x5A:
+            g = 1
+        elif 0x61 <= b <= 0x7A:
+            g = 2
+        else:
+            g = 3
+        _GROUP[b] = g
+        if g >= 0:
+            _GROUP_BITS[2 * g + (b >> 6)] |= (<uint64_t> 1) << (b & 63)
+
+
+_fill_groups()
 
 
 cdef int32_t _safe_prefix(const uint8_t* b, int32_t n, int32_t* chars, int32_t limit) noexcept nogil:
@@ -1556,6 +1666,68 @@ cdef int owalk(SetMachine m, const SliceTables* sl, int32_t start, IntVec* acc, 
     return 0
 
 
+cdef extern from *:
+    """
+    static inline void llamay_or_into(uint32_t* __restrict out, const uint32_t* __restrict src, Py_ssize_t n) {
+        for (Py_ssize_t i = 0; i < n; i++) out[i] |= src[i];
+    }
+    static inline void llamay_keep_unless(uint32_t* __restrict out, const uint32_t* __restrict keep, Py_ssize_t n) {
+        for (Py_ssize_t i = 0; i < n; i++) out[i] = keep[i] & ~out[i];
+    }
+    """
+    void or_into "llamay_or_into" (uint32_t* out, const uint32_t* src, Py_ssize_t n) noexcept nogil
+    void keep_unless "llamay_keep_unless" (uint32_t* out, const uint32_t* keep, Py_ssize_t n) noexcept nogil
+
+
+cdef int class_walk(SetMachine m, const SliceTables* sl, int32_t start, uint32_t* dense, IntVec* cd,
+                    int32_t* st) noexcept nogil:
+    """A position's mask when the safe characters that live form one class at every level (``class_step``).
+
+    A string of ``[A-Za-z0-9_-]`` (bounded or not) lets a token of at most ``r`` such
+    characters through and kills any other: that is ``cum[r]`` less the tokens holding a byte
+    outside the class (``has``, ``grp`` and ``wide``: a few bitmask passes instead of a walk
+    of every token made of the class). Tokens with an unsafe byte or past ``levels``
+    characters (``other``), and those with a character past ASCII when only some of those
+    live, are walked by their bytes. ``dense`` comes in cleared. Returns 0, CL_NO when the
+    position is not such a string (nothing written), or D_OVERFLOW / D_FULL.
+    """
+    cdef uint64_t c0[2]
+    cdef uint64_t c1[2]
+    cdef uint64_t x
+    cdef int32_t w0, w1, t, cur = start, r = sl.levels, k, b, g, rc
+    cdef Py_ssize_t n = sl.n_words
+    t = m.class_step(start, c0, &w0)
+    if t < 0:
+        return t if t == D_OVERFLOW or t == D_FULL else CL_NO
+    for k in range(1, sl.levels + 1):
+        if k > 1:
+            t = m.class_step(cur, c1, &w1)
+            if t == CL_NONE:
+                r = k - 1
+                break
+            if t < 0:
+                return t if t == D_OVERFLOW or t == D_FULL else CL_NO
+            if c1[0] != c0[0] or c1[1] != c0[1] or w1 != w0:
+                return CL_NO
+        if t == cur:  # a fixed point: every length lives
+            break
+        cur = t
+    for g in range(_N_GROUPS):  # the short tokens with an ASCII byte that dies
+        if not (_GROUP_BITS[2 * g] & c0[0]) and not (_GROUP_BITS[2 * g + 1] & c0[1]):
+            or_into(dense, &sl.grp[g * n], n)
+        elif (_GROUP_BITS[2 * g] & ~c0[0]) or (_GROUP_BITS[2 * g + 1] & ~c0[1]):
+            for b in range(128):
+                if _GROUP[b] == g and not (c0[b >> 6] >> (b & 63)) & 1:
+                    or_into(dense, &sl.has[b * n], n)
+    if w0 != WIDE_LIVE:
+        or_into(dense, sl.wide, n)
+    keep_unless(dense, &sl.cum[r * n], n)
+    rc = walk_below(m, sl.other, -1, start, dense, NULL, cd, st)
+    if rc == 0 and w0 == WIDE_MIXED:
+        rc = walk_below(m, sl.wide_trie, -1, start, dense, NULL, cd, st)
+    return rc
+
+
 cdef int entry_walk(SetMachine m, const TrieTables* tr, const SliceTables* sl, int32_t start, uint32_t* dense,
                     IntVec* acc, IntVec* cd, int32_t* base, int32_t* st) noexcept nogil:
     """A position's context-independent mask, from its start set.
@@ -1652,6 +1824,13 @@ cdef int entry_walk(SetMachine m, const TrieTables* tr, const SliceTables* sl, i
         nxt = tmp
         n_cur = n_nxt
     m.checked += m.computed - computed0
+    if mixed and k == 1:  # some safe characters die at once: maybe a class
+        v0 = m.visited
+        rc = class_walk(m, sl, start, dense, cd, st)
+        if rc != CL_NO:
+            m.v_kind[4] += m.visited - v0
+            m.n_kind[4] += 1
+            return rc
     if mixed:
         v0 = m.visited
         rc = walk_below(m, tr, -1, start, dense, NULL, cd, st)
@@ -1763,13 +1942,29 @@ cdef class StringSlices:
         if n_other:
             has = np.flatnonzero(other_rest[: n_other] >= 0)
             rest_pos[other_rest[has]] = has.astype(np.int32)
+        # per ASCII byte (and past ASCII), the short slice tokens that hold it: a class's tokens by bitmask algebra
+        short = (kinds >= 1) & (kinds <= levels)
+        owner = np.repeat(np.arange(n_tok), np.diff(offs)[:n_tok])
+        byte = np.frombuffer(tok_bytes, np.uint8)[: len(owner)]
+        keep = short[owner]
+        holds = np.zeros((129, n_words * 32), bool)
+        holds[np.minimum(byte[keep], 128), owner[keep]] = True
+        packed = np.packbits(holds, axis=1, bitorder="little").view(np.uint32)
+        by_byte = np.ascontiguousarray(packed[:128])
+        wide = np.ascontiguousarray(packed[128])
+        grp = np.zeros((_N_GROUPS, n_words), np.uint32)
+        for b in range(128):
+            if _GROUP[b] >= 0:
+                grp[_GROUP[b]] |= by_byte[b]
+        wide_ids = np.flatnonzero(holds[128, :n_tok]).tolist()
+        self.wide_trie = _subtrie([tok_bytes[offs[i] : offs[i + 1]] for i in wide_ids], wide_ids)
         group = np.full(kmax + 1, -1, np.int32)
         rt = &self.rest_trie.tr
         for i in range(rt.n_nodes):
             if rt.node_depth[i] == 1 and rt.node_byte[i] <= kmax:
                 group[rt.node_byte[i]] = i
         self._arrays = {"cum": cum, "group": group, "kinds": kinds, "other_rest": other_rest, "other_plain": other_plain,
-                        "rest_pos": rest_pos}
+                        "rest_pos": rest_pos, "has": by_byte, "grp": grp, "wide": wide}
         self.s.kmax = kmax
         self.s.levels = levels
         self.s.n_words = n_words
@@ -1784,6 +1979,10 @@ cdef class StringSlices:
         self.s.rest_pos = <const int32_t*> <size_t> rest_pos.ctypes.data
         self.s.rests = &self.rests_trie.tr
         self.s.n_rests = len(ids)
+        self.s.has = <const uint32_t*> <size_t> by_byte.ctypes.data
+        self.s.grp = <const uint32_t*> <size_t> grp.ctypes.data
+        self.s.wide = <const uint32_t*> <size_t> wide.ctypes.data
+        self.s.wide_trie = &self.wide_trie.tr
 
     @property
     def kmax(self):
