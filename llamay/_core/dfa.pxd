@@ -44,6 +44,7 @@ ctypedef struct SliceTables:
     const uint32_t* grp        # grp[g * n_words:]: ... with a byte of ASCII group g (_GROUP_LO/_HI)
     const uint32_t* wide       # ... with a byte past ASCII
     const TrieTables* wide_trie  # those tokens
+    const int32_t* pairs       # pairs[b1 * 128 + b2]: how many short slice tokens start with ASCII bytes b1 b2
     const int32_t* rest_pos    # per rest index: the position of its token in ``other``
     const uint64_t* other_plain  # bitmap over positions in ``other``: tokens without a rest
     int32_t other_words        # words of that bitmap

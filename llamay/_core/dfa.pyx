@@ -1232,6 +1232,7 @@ _fill_u8()
 
 cdef enum:
     _N_GROUPS = 4  # of safe ASCII bytes: digits, upper-case letters, lower-case letters, the others
+    _CLASS_MIN_PAIRS = 4096  # short tokens starting with two class characters, below which a class is walked
 
 cdef int8_t _GROUP[128]         # per ASCII byte: its group, -1 when unsafe
 cdef uint64_t _GROUP_BITS[8]    # per group, its bytes (two words)
@@ -1668,15 +1669,22 @@ cdef int owalk(SetMachine m, const SliceTables* sl, int32_t start, IntVec* acc, 
 
 cdef extern from *:
     """
-    static inline void llamay_or_into(uint32_t* __restrict out, const uint32_t* __restrict src, Py_ssize_t n) {
-        for (Py_ssize_t i = 0; i < n; i++) out[i] |= src[i];
-    }
-    static inline void llamay_keep_unless(uint32_t* __restrict out, const uint32_t* __restrict keep, Py_ssize_t n) {
+    /* out = keep & ~(src[0] | ... | src[k - 1]), four sources a pass: one store per word and pass */
+    static void llamay_keep_unless(uint32_t* __restrict out, const uint32_t* __restrict keep,
+                                   const uint32_t* const* src, int k, Py_ssize_t n) {
+        for (Py_ssize_t i = 0; i < n; i++) out[i] = 0;
+        for (int j = 0; j < k; j += 4) {
+            const uint32_t* __restrict a = src[j];
+            const uint32_t* __restrict b = j + 1 < k ? src[j + 1] : a;
+            const uint32_t* __restrict c = j + 2 < k ? src[j + 2] : a;
+            const uint32_t* __restrict d = j + 3 < k ? src[j + 3] : a;
+            for (Py_ssize_t i = 0; i < n; i++) out[i] |= a[i] | b[i] | c[i] | d[i];
+        }
         for (Py_ssize_t i = 0; i < n; i++) out[i] = keep[i] & ~out[i];
     }
     """
-    void or_into "llamay_or_into" (uint32_t* out, const uint32_t* src, Py_ssize_t n) noexcept nogil
-    void keep_unless "llamay_keep_unless" (uint32_t* out, const uint32_t* keep, Py_ssize_t n) noexcept nogil
+    void keep_unless "llamay_keep_unless" (uint32_t* out, const uint32_t* keep, const uint32_t** src, int k,
+                                           Py_ssize_t n) noexcept nogil
 
 
 cdef int class_walk(SetMachine m, const SliceTables* sl, int32_t start, uint32_t* dense, IntVec* cd,
@@ -1693,12 +1701,20 @@ cdef int class_walk(SetMachine m, const SliceTables* sl, int32_t start, uint32_t
     """
     cdef uint64_t c0[2]
     cdef uint64_t c1[2]
-    cdef uint64_t x
-    cdef int32_t w0, w1, t, cur = start, r = sl.levels, k, b, g, rc
+    cdef const uint32_t* src[_N_GROUPS + 129]
+    cdef int32_t w0, w1, t, cur = start, r = sl.levels, k, b, g, rc, n_src = 0
+    cdef int64_t pairs = 0
     cdef Py_ssize_t n = sl.n_words
     t = m.class_step(start, c0, &w0)
     if t < 0:
         return t if t == D_OVERFLOW or t == D_FULL else CL_NO
+    for b in range(128):  # few tokens of two class characters: a walk is cheaper than the bitmask passes
+        if (c0[b >> 6] >> (b & 63)) & 1:
+            for g in range(128):
+                if (c0[g >> 6] >> (g & 63)) & 1:
+                    pairs += sl.pairs[b * 128 + g]
+    if pairs < _CLASS_MIN_PAIRS and w0 != WIDE_LIVE:
+        return CL_NO
     for k in range(1, sl.levels + 1):
         if k > 1:
             t = m.class_step(cur, c1, &w1)
@@ -1712,16 +1728,21 @@ cdef int class_walk(SetMachine m, const SliceTables* sl, int32_t start, uint32_t
         if t == cur:  # a fixed point: every length lives
             break
         cur = t
-    for g in range(_N_GROUPS):  # the short tokens with an ASCII byte that dies
+    if r < 2:  # one character at most: a walk is short
+        return CL_NO
+    for g in range(_N_GROUPS):  # the short tokens with an ASCII byte that dies: by group, or byte by byte
         if not (_GROUP_BITS[2 * g] & c0[0]) and not (_GROUP_BITS[2 * g + 1] & c0[1]):
-            or_into(dense, &sl.grp[g * n], n)
+            src[n_src] = &sl.grp[g * n]
+            n_src += 1
         elif (_GROUP_BITS[2 * g] & ~c0[0]) or (_GROUP_BITS[2 * g + 1] & ~c0[1]):
             for b in range(128):
                 if _GROUP[b] == g and not (c0[b >> 6] >> (b & 63)) & 1:
-                    or_into(dense, &sl.has[b * n], n)
+                    src[n_src] = &sl.has[b * n]
+                    n_src += 1
     if w0 != WIDE_LIVE:
-        or_into(dense, sl.wide, n)
-    keep_unless(dense, &sl.cum[r * n], n)
+        src[n_src] = sl.wide
+        n_src += 1
+    keep_unless(dense, &sl.cum[r * n], src, n_src, n)
     rc = walk_below(m, sl.other, -1, start, dense, NULL, cd, st)
     if rc == 0 and w0 == WIDE_MIXED:
         rc = walk_below(m, sl.wide_trie, -1, start, dense, NULL, cd, st)
@@ -1956,6 +1977,12 @@ cdef class StringSlices:
         for b in range(128):
             if _GROUP[b] >= 0:
                 grp[_GROUP[b]] |= by_byte[b]
+        first2 = np.zeros(128 * 128, np.int32)  # short tokens by their first two bytes, both ASCII
+        two = short[:n_tok] & (np.diff(offs)[:n_tok] >= 2)
+        lead = offs[:n_tok][two]
+        b1, b2 = byte[lead], byte[lead + 1]
+        ascii2 = (b1 < 128) & (b2 < 128)
+        np.add.at(first2, b1[ascii2].astype(np.int32) * 128 + b2[ascii2], 1)
         wide_ids = np.flatnonzero(holds[128, :n_tok]).tolist()
         self.wide_trie = _subtrie([tok_bytes[offs[i] : offs[i + 1]] for i in wide_ids], wide_ids)
         group = np.full(kmax + 1, -1, np.int32)
@@ -1964,7 +1991,7 @@ cdef class StringSlices:
             if rt.node_depth[i] == 1 and rt.node_byte[i] <= kmax:
                 group[rt.node_byte[i]] = i
         self._arrays = {"cum": cum, "group": group, "kinds": kinds, "other_rest": other_rest, "other_plain": other_plain,
-                        "rest_pos": rest_pos, "has": by_byte, "grp": grp, "wide": wide}
+                        "rest_pos": rest_pos, "has": by_byte, "grp": grp, "wide": wide, "pairs": first2}
         self.s.kmax = kmax
         self.s.levels = levels
         self.s.n_words = n_words
@@ -1983,6 +2010,7 @@ cdef class StringSlices:
         self.s.grp = <const uint32_t*> <size_t> grp.ctypes.data
         self.s.wide = <const uint32_t*> <size_t> wide.ctypes.data
         self.s.wide_trie = &self.wide_trie.tr
+        self.s.pairs = <const int32_t*> <size_t> first2.ctypes.data
 
     @property
     def kmax(self):
