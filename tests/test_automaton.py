@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import gzip
+import json
 import re
 
 import pytest
+from conftest import corpus
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llamay import GrammarError, Matcher, ir
+from llamay import GrammarError, LlamayError, Matcher, compile_json_schema, ir
 from tests.irgen import ALPHABET, grammars, to_regex
 
 _texts = st.binary(max_size=12) | st.lists(st.sampled_from([*ALPHABET, *"é".encode()]), max_size=24).map(bytes)
@@ -153,3 +156,128 @@ def test_thousands_of_alternatives_share_their_prefixes():
     g = _rules(root=ir.alt(*(ir.literal(f"w{i}") for i in range(5000))))
     m = Matcher(g.compile())
     assert m.accept_bytes(b"w4999") and m.is_accepting()
+
+
+def _quotient(compiled):
+    """The automaton with every state replaced by the first state of its class (edges, rule starts)."""
+    arrays = {name: a.copy() for name, a in compiled.tables.items()}
+    canon = compiled.state_classes
+    for name in ("b_tgt", "x_tgt", "rule_start"):
+        arrays[name] = canon[arrays[name]].astype(arrays[name].dtype)
+    return type(compiled)(arrays, -1, list(compiled.rule_names), [])
+
+
+_BYTES = sorted({*ALPHABET, *"é".encode()})
+
+
+@settings(max_examples=300, deadline=None)
+@given(grammars(recursive=True), st.data())
+def test_state_classes_keep_every_verdict(g, data):
+    """Merging each bisimulation class onto one state changes no verdict: along a random walk
+    through the language, every next byte and the end are judged alike."""
+    try:
+        compiled = g.compile()
+    except GrammarError:
+        return
+    canon = compiled.state_classes
+    assert (canon[canon] == canon).all() and (canon <= range(len(canon))).all()
+    a, b = Matcher(compiled), Matcher(_quotient(compiled))
+    for _ in range(data.draw(st.integers(0, 30))):
+        assert a.is_accepting() == b.is_accepting()
+        live = []
+        for x in _BYTES:
+            ok = a.accept_bytes(bytes([x]))
+            assert ok == b.accept_bytes(bytes([x])), bytes([x])
+            if ok:
+                live.append(x)
+                a.rollback(1)
+                b.rollback(1)
+        if not live:
+            break
+        x = bytes([data.draw(st.sampled_from(live))])
+        assert a.accept_bytes(x) and b.accept_bytes(x)
+
+
+def _coarsest_bisimulation(t) -> list[int]:
+    """Partition refinement in plain Python, round by round (the oracle): a class id per state."""
+    n = len(t["final"])
+    cls = [int(t["state_rule"][s]) * 2 + int(t["final"][s]) for s in range(n)]
+    count = len(set(cls))
+    while True:
+        table: dict = {}
+        new = [table.setdefault((cls[s], *_signature(t, cls, s)), len(table)) for s in range(n)]
+        if len(table) == count:
+            return new
+        cls, count = new, len(table)
+
+
+def _signature(t, cls, s):
+    b, x = range(t["b_start"][s], t["b_start"][s + 1]), range(t["x_start"][s], t["x_start"][s + 1])
+    byte = {(int(t["b_lo"][e]), int(t["b_hi"][e]), int(t["b_ws"][e]), cls[t["b_tgt"][e]]) for e in b}
+    special = {(int(t["x_kind"][e]), int(t["x_arg"][e]), cls[t["x_tgt"][e]]) for e in x}
+    return tuple(sorted(byte)), tuple(sorted(special))
+
+
+def _check_classes(compiled):
+    """The same partition as the oracle's, each class named by its first state."""
+    ref = _coarsest_bisimulation(compiled.tables)
+    first: dict[int, int] = {}
+    for s, c in enumerate(compiled.state_classes.tolist()):
+        assert c == first.setdefault(ref[s], s), s
+
+
+@settings(max_examples=200, deadline=None)
+@given(grammars(recursive=True))
+def test_state_classes_are_the_coarsest_bisimulation(g):
+    try:
+        compiled = g.compile()
+    except GrammarError:
+        return
+    _check_classes(compiled)
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "number", "minimum": 0},
+        {"type": "integer", "minimum": -5, "maximum": 1200},
+        {"type": "string", "pattern": "^[a-z0-9_-]{2,40}$"},
+        {"type": "object", "properties": {"base": {"type": "number"}, "side": {"type": "string"}}},
+        {"type": "array", "items": {"type": "string", "format": "date-time"}, "maxItems": 3},
+        {  # from JSONSchemaBench (Github_easy): digits in a number and in a string pattern, side by side
+            "type": "object",
+            "properties": {
+                "customFloor": {"minimum": 0, "type": "number"},
+                "customParams": {"type": "object"},
+                "delDomain": {"pattern": "\\.[a-zA-Z]{2,3}$", "type": "string"},
+                "unit": {"pattern": "^[0-9]+$", "type": "string"},
+            },
+            "required": ["unit", "delDomain"],
+        },
+    ],
+    ids=["minimum", "range", "pattern", "open-object", "date-times", "openx-adapter"],
+)
+def test_state_classes_of_schemas_are_the_coarsest_bisimulation(schema):
+    """Schemas lower to long chains (number bounds, unrolled repetitions) that random grammars rarely build."""
+    _check_classes(compile_json_schema(schema, closed_objects=False))
+
+
+@pytest.mark.parametrize("subset", ["Github_easy", "Glaiveai2K"])
+def test_state_classes_on_a_corpus_sample(subset):
+    """Every 25th schema of a JSONSchemaBench subset: real schemas split classes in orders the others do not."""
+    with gzip.open(corpus("jsonschemabench", f"{subset}.jsonl.gz"), "rt", encoding="utf-8") as lines:
+        records = [json.loads(line) for i, line in enumerate(lines) if i % 25 == 0]
+    for record in records:
+        try:
+            compiled = compile_json_schema(record["schema"], closed_objects=False)
+        except LlamayError:
+            continue
+        _check_classes(compiled)
+
+
+def test_repetition_copies_share_a_class():
+    """``x+`` lowers to ``x x*``: the state after the first ``x`` and the loop state behave alike."""
+    g = ir.Grammar()
+    g.define("root", ir.seq(ir.plus(ir.seq(ir.byte_set(b"ab"), ir.byte_set(b"cd"))), ir.literal(";")))
+    compiled = g.compile()
+    assert len(set(compiled.state_classes.tolist())) < compiled.n_states

@@ -54,6 +54,7 @@ ctypedef struct Tables:
     const int32_t* rule_start
     const int32_t* rule_min
     const int32_t* rule_max
+    const int32_t* canon       # per state: the first state of its bisimulation class (same future)
 
 ctypedef struct Arena:
     Config* cfg
@@ -80,6 +81,22 @@ cdef inline bint grow(void** buf, int32_t* cap, int32_t need, size_t item) noexc
     buf[0] = p
     cap[0] = new_cap
     return True
+
+
+cdef inline int32_t fold_counter(const Tables* t, int32_t state, int32_t counter, int32_t horizon) noexcept nogil:
+    """``counter``, or ``min`` where no walk of ``horizon`` bytes can tell them apart.
+
+    Each iteration of a counted repetition reads a byte, so a counter at least ``min`` and
+    more than ``horizon`` below ``max`` allows the same strings of up to ``horizon`` bytes
+    as ``min`` does: folded, such configurations share cache entries and machine sets.
+    """
+    cdef int32_t r
+    if state < 0:
+        return counter
+    r = t.state_rule[state]
+    if t.rule_max[r] > 0 and counter >= t.rule_min[r] and t.rule_max[r] - counter > horizon:
+        return t.rule_min[r]
+    return counter
 
 
 cdef int arena_init(Arena* a, int32_t max_configs) noexcept nogil

@@ -11,7 +11,9 @@ Frames are shared within a step when identical, and never freed during one: call
 truncate ``n_frames`` and ``cfg_len`` to undo speculative work.
 """
 
-from libc.stdlib cimport free, malloc
+from libc.stdint cimport int64_t
+from libc.stdlib cimport calloc, free, malloc
+from libc.string cimport memcmp, memcpy
 
 import numpy as np
 
@@ -200,6 +202,237 @@ cdef void _fill_byteset(const int32_t[::1] start, const uint8_t[::1] lo, const u
                 out[s * 8 + w] |= ((<uint32_t> 0xFFFFFFFF) >> (31 - z + a)) << a
 
 
+cdef inline uint32_t _mix(uint32_t h, uint32_t x) noexcept nogil:
+    h ^= x
+    h *= 0x9E3779B1u
+    return (h << 15) | (h >> 17)
+
+
+cdef void _sort_tuples(int32_t* a, int32_t n, int32_t w) noexcept nogil:
+    """Insertion sort of ``n`` tuples of ``w`` ints, lexicographically: a state has few edges."""
+    cdef int32_t i, k, j, c
+    cdef int32_t x[4]
+    for i in range(1, n):
+        for j in range(w):
+            x[j] = a[i * w + j]
+        k = i - 1
+        while k >= 0:
+            c = 0
+            for j in range(w):
+                if a[k * w + j] != x[j]:
+                    c = 1 if a[k * w + j] > x[j] else -1
+                    break
+            if c <= 0:
+                break
+            for j in range(w):
+                a[(k + 1) * w + j] = a[k * w + j]
+            k -= 1
+        for j in range(w):
+            a[(k + 1) * w + j] = x[j]
+
+
+cdef int32_t _unique_tuples(int32_t* a, int32_t n, int32_t w) noexcept nogil:
+    """Drop repeated tuples from sorted ``a``; returns how many are left."""
+    cdef int32_t i, j, m = 0
+    for i in range(n):
+        if m > 0:
+            for j in range(w):
+                if a[(m - 1) * w + j] != a[i * w + j]:
+                    break
+            else:
+                continue
+        for j in range(w):
+            a[m * w + j] = a[i * w + j]
+        m += 1
+    return m
+
+
+cdef int32_t _signature(const Tables* t, const int32_t* cls, int32_t s, int32_t* x) noexcept nogil:
+    """State ``s``'s signature into ``x``: its class, then its byte and special edges' labels with their
+    targets' classes (each kind sorted and deduplicated); returns its length."""
+    cdef int32_t e, nb = 0, nx = 0
+    x[0] = cls[s]
+    for e in range(t.b_start[s], t.b_start[s + 1]):
+        x[3 + 4 * nb] = t.b_lo[e]
+        x[4 + 4 * nb] = t.b_hi[e]
+        x[5 + 4 * nb] = t.b_ws[e]
+        x[6 + 4 * nb] = cls[t.b_tgt[e]]
+        nb += 1
+    _sort_tuples(&x[3], nb, 4)
+    nb = _unique_tuples(&x[3], nb, 4)
+    for e in range(t.x_start[s], t.x_start[s + 1]):
+        x[3 + 4 * nb + 3 * nx] = t.x_kind[e]
+        x[4 + 4 * nb + 3 * nx] = t.x_arg[e]
+        x[5 + 4 * nb + 3 * nx] = cls[t.x_tgt[e]]
+        nx += 1
+    _sort_tuples(&x[3 + 4 * nb], nx, 3)
+    nx = _unique_tuples(&x[3 + 4 * nb], nx, 3)
+    x[1] = nb
+    x[2] = nx
+    return 3 + 4 * nb + 3 * nx
+
+
+cdef int bisimulation(const Tables* t, int32_t* canon) noexcept nogil:
+    """Map every state onto the first state of its bisimulation class; -1 when out of memory.
+
+    Lowering copies repetitions and alternatives (``x+`` is ``x x*``; a key that is no declared
+    name tracks the names it might still be), so many states behave alike: same finality and
+    rule, and edges with the same labels to states that behave alike. Configurations at such
+    states have the same future, so the set machine and the mask cache treat them as one.
+
+    Partition refinement from (rule, finality): a class splits by its members' signatures
+    (``_signature``), and only the classes of states with an edge into a state that moved are
+    looked at again (reverse edges), so a long chain costs its length, not its length times
+    the automaton's size.
+    """
+    cdef int32_t n = t.n_states, s, e, k, c, g, j, q, m, sz, n_cls = 0, n_touch, n_next, cap = 1, gen = 0
+    cdef int32_t n_edges = t.b_start[n] + t.x_start[n]
+    cdef int64_t total = 0
+    cdef uint32_t h
+    cdef bint kept
+    cdef int32_t* x
+    cdef int32_t* tmp
+    cdef int rc = 0
+    # per state: class, member-list link, signature offset and length; per class: list head, touched flag
+    cdef int32_t* cls = <int32_t*> malloc(max(n, 1) * sizeof(int32_t))
+    cdef int32_t* link = <int32_t*> malloc(max(n, 1) * sizeof(int32_t))
+    cdef int64_t* off = <int64_t*> malloc((n + 1) * sizeof(int64_t))
+    cdef int32_t* size = <int32_t*> malloc(max(n, 1) * sizeof(int32_t))
+    cdef int32_t* head = <int32_t*> malloc(max(n, 1) * sizeof(int32_t))
+    cdef uint8_t* marked = <uint8_t*> calloc(max(n, 1), sizeof(uint8_t))
+    cdef int32_t* touch = <int32_t*> malloc(max(n, 1) * sizeof(int32_t))      # classes to look at now
+    cdef int32_t* nxt = <int32_t*> malloc(max(n, 1) * sizeof(int32_t))        # ... and next
+    cdef int32_t* members = <int32_t*> malloc(max(n, 1) * sizeof(int32_t))   # of the class looked at
+    cdef int32_t* dest = <int32_t*> malloc(max(n, 1) * sizeof(int32_t))      # ... and their new classes
+    cdef int32_t* rev_start = <int32_t*> calloc(n + 1, sizeof(int32_t))        # reverse edges
+    cdef int32_t* rev = <int32_t*> malloc(max(n_edges, 1) * sizeof(int32_t))
+    cdef int32_t* sig = NULL
+    cdef int32_t* slot_state = NULL   # hash table of signatures: a slot is in use when stamped this generation
+    cdef int32_t* slot_cls = NULL
+    cdef int32_t* slot_gen = NULL
+    for s in range(n):
+        canon[s] = s
+    if off != NULL:
+        for s in range(n):
+            off[s] = total
+            total += 3 + 4 * (t.b_start[s + 1] - t.b_start[s]) + 3 * (t.x_start[s + 1] - t.x_start[s])
+    while cap < 2 * n + 2:
+        cap *= 2
+    sig = <int32_t*> malloc(max(total, 1) * sizeof(int32_t))
+    slot_state = <int32_t*> malloc(cap * sizeof(int32_t))
+    slot_cls = <int32_t*> malloc(cap * sizeof(int32_t))
+    slot_gen = <int32_t*> calloc(cap, sizeof(int32_t))
+    if (cls == NULL or link == NULL or off == NULL or size == NULL or head == NULL or marked == NULL
+            or touch == NULL or nxt == NULL or members == NULL or dest == NULL or rev_start == NULL
+            or rev == NULL or sig == NULL or slot_state == NULL or slot_cls == NULL or slot_gen == NULL):
+        rc = -1
+    if rc == 0:
+        for s in range(n):
+            for e in range(t.b_start[s], t.b_start[s + 1]):
+                rev_start[t.b_tgt[e] + 1] += 1
+            for e in range(t.x_start[s], t.x_start[s + 1]):
+                rev_start[t.x_tgt[e] + 1] += 1
+        for s in range(n):
+            rev_start[s + 1] += rev_start[s]
+        memcpy(link, rev_start, n * sizeof(int32_t))  # fill cursors, for now
+        for s in range(n):
+            for e in range(t.b_start[s], t.b_start[s + 1]):
+                rev[link[t.b_tgt[e]]] = s
+                link[t.b_tgt[e]] += 1
+            for e in range(t.x_start[s], t.x_start[s + 1]):
+                rev[link[t.x_tgt[e]]] = s
+                link[t.x_tgt[e]] += 1
+        # the first partition: by rule and finality; every class is looked at
+        gen = 1
+        for s in range(n - 1, -1, -1):  # pushed in reverse, so that lists run in state order
+            h = _mix(_mix(0x811C9DC5u, <uint32_t> t.state_rule[s]), t.final[s])
+            q = h & <uint32_t> (cap - 1)
+            while slot_gen[q] == gen:
+                g = slot_state[q]
+                if t.state_rule[g] == t.state_rule[s] and t.final[g] == t.final[s]:
+                    break
+                q = (q + 1) & (cap - 1)
+            if slot_gen[q] != gen:
+                slot_gen[q] = gen
+                slot_state[q] = s
+                slot_cls[q] = n_cls
+                head[n_cls] = -1
+                touch[n_cls] = n_cls
+                marked[n_cls] = 1
+                n_cls += 1
+            cls[s] = slot_cls[q]
+            link[s] = head[cls[s]]
+            head[cls[s]] = s
+        n_touch = n_cls
+        while n_touch > 0:
+            n_next = 0
+            for k in range(n_touch):  # unmarked first, so that each class enters the next list once
+                marked[touch[k]] = 0
+            for k in range(n_touch):
+                c = touch[k]
+                m = 0
+                s = head[c]
+                while s >= 0:
+                    members[m] = s
+                    m += 1
+                    s = link[s]
+                if m < 2:
+                    continue
+                gen += 1
+                kept = False
+                head[c] = -1
+                for j in range(m - 1, -1, -1):  # relinked in reverse: lists stay in state order
+                    s = members[j]
+                    x = &sig[off[s]]
+                    sz = _signature(t, cls, s, x)
+                    size[s] = sz
+                    h = 0x811C9DC5u
+                    for e in range(sz):
+                        h = _mix(h, <uint32_t> x[e])
+                    q = h & <uint32_t> (cap - 1)
+                    while slot_gen[q] == gen:
+                        g = slot_state[q]
+                        if size[g] == sz and memcmp(&sig[off[g]], x, sz * sizeof(int32_t)) == 0:
+                            break
+                        q = (q + 1) & (cap - 1)
+                    if slot_gen[q] != gen:  # a new group: the first keeps the class's number
+                        slot_gen[q] = gen
+                        slot_state[q] = s
+                        if kept:
+                            slot_cls[q] = n_cls
+                            head[n_cls] = -1
+                            n_cls += 1
+                        else:
+                            slot_cls[q] = c
+                            kept = True
+                    g = slot_cls[q]
+                    link[s] = head[g]
+                    head[g] = s
+                    dest[j] = g
+                for j in range(m):  # the moves, once every member was judged by the same classes
+                    cls[members[j]] = dest[j]
+                for j in range(m):  # then the classes of the states leading to a moved one, as they are now
+                    if dest[j] != c:
+                        s = members[j]
+                        for e in range(rev_start[s], rev_start[s + 1]):
+                            q = cls[rev[e]]
+                            if not marked[q]:
+                                marked[q] = 1
+                                nxt[n_next] = q
+                                n_next += 1
+            tmp = touch
+            touch = nxt
+            nxt = tmp
+            n_touch = n_next
+        for s in range(n - 1, -1, -1):  # the smallest member stands for its class
+            head[cls[s]] = s
+        for s in range(n):
+            canon[s] = head[cls[s]]
+    free(cls); free(link); free(off); free(size); free(head); free(marked); free(touch); free(nxt)
+    free(members); free(dest); free(rev_start); free(rev); free(sig); free(slot_state); free(slot_cls); free(slot_gen)
+    return rc
+
+
 _FIELDS = ("b_start", "b_lo", "b_hi", "b_tgt", "b_ws", "x_start", "x_kind", "x_arg", "x_tgt", "final",
            "state_rule", "rule_start", "rule_min", "rule_max")
 
@@ -244,6 +477,11 @@ cdef class CompiledGrammar:
         self.t.rule_start = <const int32_t*> <size_t> keep["rule_start"].ctypes.data
         self.t.rule_min = <const int32_t*> <size_t> keep["rule_min"].ctypes.data
         self.t.rule_max = <const int32_t*> <size_t> keep["rule_max"].ctypes.data
+        canon = np.zeros(max(n, 1), np.int32)
+        self.t.canon = <const int32_t*> <size_t> canon.ctypes.data
+        if bisimulation(&self.t, <int32_t*> <size_t> canon.ctypes.data) < 0:
+            raise MemoryError("state classes")
+        keep["canon"] = canon
         self.rule_names = rule_names
         self.warnings = warnings
         self.whitespace_budget = None if ws_budget < 0 else ws_budget
@@ -264,6 +502,11 @@ cdef class CompiledGrammar:
         size |= dict.fromkeys(("x_kind", "x_arg", "x_tgt"), int(arrays["x_start"][n]))
         size |= dict.fromkeys(("rule_start", "rule_min", "rule_max"), len(self.rule_names))
         return {name: arrays[name][: size[name]] for name in _FIELDS}
+
+    @property
+    def state_classes(self):
+        """Per state, the first state of its bisimulation class (read-only numpy view), for tests."""
+        return self._arrays["canon"][: self.t.n_states]
 
     def __repr__(self):
         return f"CompiledGrammar(states={self.t.n_states}, rules={len(self.rule_names)}, warnings={self.warnings!r})"

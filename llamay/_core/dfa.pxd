@@ -23,6 +23,11 @@ cdef enum:
     FIX_UNKNOWN = -1   # s_fix: not known yet whether the set is a fixed point of the safe characters
     FIX_NONE = -2      # not one (or its verdicts could not be computed)
     ROW_SHIFT = 7      # a block of rows holds 1 << ROW_SHIFT sets
+    CL_NONE = -8       # class step: no safe character lives
+    CL_NO = -9         # ... the living ones part, or some path needs the context: no class
+    WIDE_DEAD = 0      # class step, characters past ASCII: all die
+    WIDE_LIVE = 1      # ... all live, to the set the ASCII class leads to
+    WIDE_MIXED = 2     # ... anything else (their tokens are walked)
 
 ctypedef struct SliceTables:
     int32_t kmax               # most characters before the first unsafe byte, over all tokens
@@ -35,6 +40,11 @@ ctypedef struct SliceTables:
     const TrieTables* other    # every token but the slice tokens of at most ``levels`` characters
     const int32_t* other_rest  # per token of ``other`` (in trie order): its index in ``rests``, -1: none
     const TrieTables* rests    # the rests alone (token ids: rest indices)
+    const uint32_t* has        # has[b * n_words:]: tokens of 1..levels safe characters with ASCII byte b
+    const uint32_t* grp        # grp[g * n_words:]: ... with a byte of ASCII group g (_GROUP_LO/_HI)
+    const uint32_t* wide       # ... with a byte past ASCII
+    const TrieTables* wide_trie  # those tokens
+    const int32_t* pairs       # pairs[b1 * 128 + b2]: how many short slice tokens start with ASCII bytes b1 b2
     const int32_t* rest_pos    # per rest index: the position of its token in ``other``
     const uint64_t* other_plain  # bitmap over positions in ``other``: tokens without a rest
     int32_t other_words        # words of that bitmap
@@ -43,6 +53,7 @@ ctypedef struct SliceTables:
 cdef class SetMachine:
     cdef CompiledGrammar g
     cdef const Tables* t
+    cdef int32_t horizon        # bytes a walk from any set may read at most (the trie's depth): counters fold
     cdef Arena a                # a.frames[0:n_fr] are the interned frames; a.cfg is scratch
     cdef int32_t n_fr
     cdef int32_t* fh            # frame hash table: frame index + 1, 0 = empty
@@ -83,7 +94,7 @@ cdef class SetMachine:
     cdef int32_t* su_pool
     cdef int32_t su_n
     cdef int32_t su_cap
-    cdef int8_t* s_imm          # per set: holds an immortal configuration? (-1 unknown)
+    cdef int8_t* s_imm          # per set: lives through any safe string? (-1 unknown)
     cdef int32_t* cm_key        # memo of one configuration's step: (target, ws edge, counter, parent, ws, window)
     cdef int32_t* cm_val
     cdef int32_t cm_mask
@@ -91,8 +102,8 @@ cdef class SetMachine:
     cdef readonly int64_t computed   # row pieces computed so far
     cdef readonly int64_t stepped    # ``step`` calls they took (the rest came from the memo)
     cdef readonly int64_t visited    # trie nodes walked so far
-    cdef int64_t v_kind[4]           # ... by kind of walk (see ``kinds``)
-    cdef int64_t n_kind[4]
+    cdef int64_t v_kind[5]           # ... by kind of walk (see ``kinds``)
+    cdef int64_t n_kind[5]
     cdef readonly int64_t imm_pairs  # (state, character position) pairs the immortality analysis looked at
     cdef readonly int64_t checked    # transitions computed by slice checks (part of ``computed``)
 
@@ -106,6 +117,7 @@ cdef class SetMachine:
     cdef int32_t piece_end(self, int32_t s, int32_t byte) noexcept nogil
     cdef int32_t live_count(self, int32_t s) noexcept nogil
     cdef int32_t slice_step(self, int32_t s) noexcept nogil
+    cdef int32_t class_step(self, int32_t s, uint64_t* live, int32_t* wide) noexcept nogil
     cdef int successors(self, int32_t t) noexcept nogil
     cdef int state_immortal(self, int32_t s0) noexcept nogil
     cdef bint _pair_ok(self, int32_t pair, bint ws_free) noexcept nogil
@@ -124,6 +136,7 @@ cdef class StringSlices:
     cdef TokenTrie long_trie
     cdef TokenTrie other_trie
     cdef TokenTrie rests_trie
+    cdef TokenTrie wide_trie
     cdef dict _arrays
 
 

@@ -14,14 +14,14 @@ class SetMachine:
     visited: int
     checked: int
     imm_pairs: int
-    def __init__(self, grammar: CompiledGrammar) -> None: ...
+    def __init__(self, grammar: CompiledGrammar, horizon: int) -> None: ...
     @property
     def n_sets(self) -> int: ...
     @property
     def nbytes(self) -> int: ...
     @property
     def kinds(self) -> list[tuple[int, int]]:
-        """Walks so far by kind (whole trie, other tokens, rest groups, long tokens): (count, nodes)."""
+        """Walks so far by kind (whole trie, other tokens, rest groups, long tokens, class): (count, nodes)."""
 
 class StringSlices:
     """A vocabulary's tokens of safe characters by length, and tries of the others."""

@@ -5,7 +5,9 @@ Theory of operation. A context-independent walk (``walk.walk``) steps a set of c
 through each trie node's byte: tens of nanoseconds per node, milliseconds per vocabulary. Yet
 the sets such walks meet repeat endlessly (inside a string every character leads back to the
 same set). ``SetMachine`` interns each set (its configurations sorted, their frames interned
-too, so equal sets get one id) and gives it a row of 256 entries, filled on demand: the
+too, so equal sets get one id; states replaced by their bisimulation class and counters far
+from their bounds folded, since no walk of a token's length tells them apart) and gives it a
+row of 256 entries, filled on demand: the
 target set's id (times two, plus the flag "a path popped into CTX or ran past the whitespace
 window") or "dead". A row entry is computed once for the whole piece of bytes that the set's
 edges treat alike (``[a-z]`` is one step, not 26), configuration by configuration with a memo
@@ -31,7 +33,13 @@ branch (the key of an open object, matched against the declared names), the othe
 walked by their whole bytes (``owalk``), and any subtree below a set that every safe character
 leads back to is decided from that set's verdicts on the rests (``fixed_verdicts``). Sets that
 hold an *immortal* state (``state_immortal``: every safe string has a path from it, found by a
-fixpoint on the grammar's tables) need no further levels. Any other position is walked whole.
+fixpoint on the grammar's tables) need no further levels.
+
+Classes. When only some safe characters live (a ``pattern`` such as ``^[A-Za-z0-9_-]{1,64}$``)
+but those that do form the same class at every level and all lead to one set
+(``class_step``), a short token lives exactly when all its bytes are in the class and it is
+short enough: ``cum[r]`` less the tokens holding a byte outside the class, from per-byte token
+bitmasks (``class_walk``); the other tokens are walked. Any other position is walked whole.
 """
 
 from cpython.pythread cimport (WAIT_LOCK, PyThread_acquire_lock, PyThread_allocate_lock, PyThread_free_lock,
@@ -43,7 +51,7 @@ from libc.string cimport memcmp, memcpy, memset
 import numpy as np
 
 from .automaton cimport (EDGE_CALL, F_NEED_CTX, F_OVERFLOW, Arena, CompiledGrammar, Config, Frame, Tables,
-                         arena_free, arena_init, step)
+                         arena_free, arena_init, fold_counter, step)
 from .trie cimport FAN_MIN, NODE_DEPTH, TokenTrie, TrieTables
 from .walk cimport IntVec, intvec_push_range
 
@@ -99,9 +107,10 @@ cdef inline void _sort_cfgs(Config* cfg, int32_t n) noexcept nogil:
 cdef class SetMachine:
     """The lazily built DFA of one grammar's context-independent walks (see the module doc)."""
 
-    def __cinit__(self, CompiledGrammar grammar):
+    def __cinit__(self, CompiledGrammar grammar, int32_t horizon):
         self.g = grammar
         self.t = &grammar.t
+        self.horizon = horizon
         if arena_init(&self.a, limits.MAX_CONFIGURATIONS) < 0:
             raise MemoryError("set machine arena")
         self.fh_mask = 255
@@ -193,8 +202,8 @@ cdef class SetMachine:
 
     @property
     def kinds(self):
-        """Walks so far by kind (whole trie, other tokens, rest groups, long tokens): (count, nodes)."""
-        return [(self.n_kind[i], self.v_kind[i]) for i in range(4)]
+        """Walks so far by kind (whole trie, other tokens, rest groups, long tokens, class): (count, nodes)."""
+        return [(self.n_kind[i], self.v_kind[i]) for i in range(5)]
 
     @property
     def n_sets(self):
@@ -206,12 +215,18 @@ cdef class SetMachine:
 
     # -- interning --------------------------------------------------------------------------
     cdef int32_t intern_frame(self, int32_t ret, int32_t counter, int32_t parent) noexcept nogil:
-        """The interned frame (ret, counter, parent); appended at ``a.frames[n_fr]`` when new. -1: out of memory."""
-        cdef uint32_t h = _mix(_mix(_mix(0x811C9DC5u, <uint32_t> ret), <uint32_t> counter), <uint32_t> parent)
-        cdef uint32_t j = h & <uint32_t> self.fh_mask
+        """The interned frame (ret's class, counter folded, parent); appended at ``a.frames[n_fr]`` when new.
+
+        Returns -1 when out of memory.
+        """
+        cdef uint32_t h, j
         cdef int32_t f, i, cap
         cdef int32_t* table
         cdef void* p
+        ret = self.t.canon[ret]
+        counter = fold_counter(self.t, ret, counter, self.horizon)
+        h = _mix(_mix(_mix(0x811C9DC5u, <uint32_t> ret), <uint32_t> counter), <uint32_t> parent)
+        j = h & <uint32_t> self.fh_mask
         while self.fh[j]:
             f = self.fh[j] - 1
             if self.a.frames[f].ret == ret and self.a.frames[f].counter == counter and self.a.frames[f].parent == parent:
@@ -248,14 +263,29 @@ cdef class SetMachine:
         return f
 
     cdef int32_t intern_set(self, Config* cfg, int32_t n, int32_t ws_cap) noexcept nogil:
-        """The id of the set ``cfg[0:n]`` (sorted here in place); D_FULL or D_OVERFLOW when it cannot be added."""
+        """The id of the set ``cfg[0:n]``; D_FULL or D_OVERFLOW when it cannot be added.
+
+        The configurations' states become their classes' and their counters are folded
+        (``fold_counter``), then they are sorted and deduplicated, in place: equivalent states
+        are one set, and so is a bounded repetition far from its bounds, not one per count.
+        """
         cdef int32_t i, k, s, cap
         cdef Config x
         cdef uint32_t h = _mix(0x811C9DC5u, <uint32_t> ws_cap), j
         cdef int32_t* table
         cdef void* p
         cdef int64_t pcap
+        for i in range(n):
+            if cfg[i].state >= 0:
+                cfg[i].state = self.t.canon[cfg[i].state]
+            cfg[i].counter = fold_counter(self.t, cfg[i].state, cfg[i].counter, self.horizon)
         _sort_cfgs(cfg, n)
+        k = 0
+        for i in range(n):  # folding may have made two configurations equal
+            if k == 0 or memcmp(&cfg[k - 1], &cfg[i], sizeof(Config)) != 0:
+                cfg[k] = cfg[i]
+                k += 1
+        n = k
         for i in range(n):
             h = _mix(_mix(_mix(_mix(h, <uint32_t> cfg[i].state), <uint32_t> cfg[i].counter), <uint32_t> cfg[i].parent),
                      <uint32_t> cfg[i].ws)
@@ -718,8 +748,9 @@ cdef class SetMachine:
     cdef int successors(self, int32_t t) noexcept nogil:
         """Byte-reading states a configuration entering state ``t`` may be at, without popping or counters.
 
-        ``t`` itself if it reads bytes, and the starts of the rules it calls (transitively).
-        Listed at ``su_pool[su_off[t]:][:su_len[t]]``; returns -1 when out of memory.
+        ``t`` itself if it reads bytes, and the starts of the rules it calls (transitively), each
+        by its bisimulation class. Listed at ``su_pool[su_off[t]:][:su_len[t]]``; returns -1 when
+        out of memory.
         """
         cdef const Tables* t_ = self.t
         cdef int32_t stack[64]
@@ -751,11 +782,11 @@ cdef class SetMachine:
                         if y >= 0:
                             stack[top] = y
                             top += 1
-        # keep only the byte-reading ones
+        # keep only the byte-reading ones, as their classes' first states (equivalent states share the analysis)
         j = n0
         for k in range(n0, self.su_n):
             if self.su_pool[k] >= 0:
-                self.su_pool[j] = self.su_pool[k]
+                self.su_pool[j] = t_.canon[self.su_pool[k]]
                 j += 1
         self.su_off[t] = n0
         self.su_len[t] = j - n0
@@ -781,6 +812,11 @@ cdef class SetMachine:
         cdef int32_t* idx
         if imm[s0 * 8] == 0 or imm[s0 * 8] == 1:
             return imm[s0 * 8]
+        for q in range(_U_START[0], _U_START[1]):  # a byte that starts a safe character and no edge takes: mortal
+            for x in range(_U_LO[q], _U_HI[q] + 1):
+                if not (t.byteset[s0 * 8 + (x >> 5)] >> (x & 31)) & 1:
+                    imm[s0 * 8] = 0
+                    return 0
         memset(&pairs, 0, sizeof(IntVec))
         memset(&adj_off, 0, sizeof(IntVec))
         memset(&adj, 0, sizeof(IntVec))
@@ -931,11 +967,15 @@ cdef class SetMachine:
         return True
 
     cdef int set_immortal(self, int32_t s) noexcept nogil:
-        """Whether set ``s`` holds a configuration at an immortal state (then it lives through any safe string)."""
+        """Whether set ``s`` lives through any safe string: it is a fixed point of the safe characters
+        (``slice_step`` leads back to it), or it holds a configuration at an immortal state."""
         cdef int32_t i, r = 0
         cdef int64_t off
         if self.s_imm[s] >= 0:
             return self.s_imm[s]
+        if self.slice_step(s) == 1 and self.sn_pool[self.sn_off[s]] == s:  # no analysis needed
+            self.s_imm[s] = 1
+            return 1
         off = self.s_off[s]
         for i in range(self.s_len[s]):
             if self.pool[off + i].state >= 0:
@@ -1085,6 +1125,88 @@ cdef class SetMachine:
         return r
 
 
+    cdef int32_t class_step(self, int32_t s, uint64_t* live, int32_t* wide) noexcept nogil:
+        """Where the safe characters lead from ``s`` when those that live form a class: all to one set.
+
+        ``live`` gets the ASCII bytes that live (two words), ``wide`` how the characters past
+        ASCII fare (WIDE_DEAD, WIDE_LIVE or WIDE_MIXED). Returns the set the living characters
+        lead to, CL_NONE when none lives, CL_NO when they part or a path needs the context
+        (for the ASCII ones; or when only characters past ASCII live), or D_OVERFLOW / D_FULL.
+        """
+        cdef int32_t pu[64]
+        cdef int32_t ps[64]
+        cdef int32_t b, e, t = -1, wt = -1, n_pairs = 1, done = 0, u, cur, q, nu, prev, j
+        cdef bint any_dead = False, any_live = False, mixed = False
+        live[0] = 0
+        live[1] = 0
+        for b in range(0x20, 0x80):
+            if b == 0x22 or b == 0x5C:
+                continue
+            e = row_of(self, s)[b]
+            if e == D_UNKNOWN:
+                e = self.compute(s, <uint8_t> b)
+                if e <= D_OVERFLOW:
+                    return e
+            if e == D_DEAD:
+                continue
+            if e < 0 or (e & 1) or (t >= 0 and e >> 1 != t):
+                return CL_NO
+            t = e >> 1
+            live[b >> 6] |= (<uint64_t> 1) << (b & 63)
+        # past ASCII: (UTF-8 state, set) pairs from the lead bytes on, as in ``slice_step``
+        pu[0] = 0
+        ps[0] = s
+        while done < n_pairs and not mixed:
+            u = pu[done]
+            cur = ps[done]
+            done += 1
+            for q in range(_U_START[u], _U_START[u + 1]):
+                if u == 0 and _U_LO[q] < 0xC2:
+                    continue
+                nu = _U_NEXT[q]
+                prev = D_UNKNOWN
+                b = _U_LO[q]
+                while b <= _U_HI[q]:
+                    e = row_of(self, cur)[b]
+                    if e == D_UNKNOWN:
+                        e = self.compute(cur, <uint8_t> b)
+                        if e <= D_OVERFLOW:
+                            return e
+                    b = self.piece_end(cur, b) + 1
+                    if e == prev:
+                        continue
+                    prev = e
+                    if e == D_DEAD:
+                        any_dead = True
+                    elif e < 0 or (e & 1):
+                        mixed = True
+                    elif nu == 0:
+                        any_live = True
+                        mixed = wt >= 0 and wt != e >> 1
+                        wt = e >> 1
+                    else:
+                        for j in range(n_pairs):
+                            if pu[j] == nu and ps[j] == e >> 1:
+                                break
+                        else:
+                            mixed = n_pairs == 64
+                            if not mixed:
+                                pu[n_pairs] = nu
+                                ps[n_pairs] = e >> 1
+                                n_pairs += 1
+                    if mixed:
+                        break
+                if mixed:
+                    break
+        if mixed or (any_live and any_dead) or (any_live and t >= 0 and wt != t):
+            wide[0] = WIDE_MIXED
+        else:
+            wide[0] = WIDE_LIVE if any_live else WIDE_DEAD
+        if t < 0:
+            return CL_NONE if wide[0] == WIDE_DEAD else CL_NO
+        return t
+
+
 # The safe characters as a byte automaton: state 0 is a character boundary; edges (lo, hi, next),
 # next 0 completing a character. Well-formed UTF-8 only (no overlong forms, surrogates or > U+10FFFF).
 cdef int32_t[9] _U_START = [0, 11, 12, 13, 14, 15, 16, 17, 18]
@@ -1118,6 +1240,35 @@ def _fill_u8():
 
 
 _fill_u8()
+
+
+cdef enum:
+    _N_GROUPS = 4  # of safe ASCII bytes: digits, upper-case letters, lower-case letters, the others
+    _CLASS_MIN_PAIRS = 4096  # short tokens starting with two class characters, below which a class is walked
+
+cdef int8_t _GROUP[128]         # per ASCII byte: its group, -1 when unsafe
+cdef uint64_t _GROUP_BITS[8]    # per group, its bytes (two words)
+
+
+def _fill_groups():
+    cdef int32_t b, g
+    for b in range(128):
+        if b < 0x20 or b == 0x22 or b == 0x5C:
+            g = -1
+        elif 0x30 <= b <= 0x39:
+            g = 0
+        elif 0x41 <= b <= 0x5A:
+            g = 1
+        elif 0x61 <= b <= 0x7A:
+            g = 2
+        else:
+            g = 3
+        _GROUP[b] = g
+        if g >= 0:
+            _GROUP_BITS[2 * g + (b >> 6)] |= (<uint64_t> 1) << (b & 63)
+
+
+_fill_groups()
 
 
 cdef int32_t _safe_prefix(const uint8_t* b, int32_t n, int32_t* chars, int32_t limit) noexcept nogil:
@@ -1426,15 +1577,31 @@ cdef inline int32_t _lower_bound(const int32_t* a, int32_t n, int32_t x) noexcep
     return lo
 
 
+cdef int _take_verdicts(const int32_t* rec, int32_t lo, int32_t hi, IntVec* acc, IntVec* cd) noexcept nogil:
+    """The tokens at positions ``lo:hi`` of ``other`` that a verdict record accepts (to ``acc``) or leaves undecided."""
+    cdef int32_t a = _lower_bound(&rec[2], rec[0], lo), b = _lower_bound(&rec[2], rec[0], hi)
+    if b > a and intvec_push_range(acc, &rec[2 + rec[0] + a], b - a) < 0:
+        return D_OVERFLOW
+    if rec[1]:
+        a = _lower_bound(&rec[2 + 2 * rec[0]], rec[1], lo)
+        b = _lower_bound(&rec[2 + 2 * rec[0]], rec[1], hi)
+        if b > a and intvec_push_range(cd, &rec[2 + 2 * rec[0] + rec[1] + a], b - a) < 0:
+            return D_OVERFLOW
+    return 0
+
+
 cdef int owalk(SetMachine m, const SliceTables* sl, int32_t start, IntVec* acc, IntVec* cd, int32_t* st,
                int8_t* uu) noexcept nogil:
     """Walk the ``other`` trie from ``start`` into ``acc`` / ``cd``, like ``mwalk``, but by subtrees where it can.
 
     ``uu[d]`` follows the safe-character automaton along the path (-1 once a byte is not
-    part of a safe character). At a node whose path is safe characters only, whose set
-    every safe character leads back to (``fixed_verdicts``), and no path left for the
-    context, each token below is decided by its rest alone: one lookup per token instead
-    of a walk of its bytes.
+    part of a safe character). A node's subtree is decided by the verdicts of a set ``F``
+    that every safe character leads back to (``fixed_verdicts``): one lookup per token
+    instead of a walk of its bytes. That holds when no path was left for the context, the
+    path up to the node is safe characters, and either the node's set is ``F`` or its byte
+    leads the parent's set where it leads ``F`` (``F`` is the last such set met: the
+    closing quote of an open object's first key goes where any key's does). Consecutive
+    subtrees decided by one ``F`` are looked up as one range.
     """
     cdef const TrieTables* tr = sl.other
     cdef const int32_t* ndb = tr.node_db
@@ -1442,7 +1609,9 @@ cdef int owalk(SetMachine m, const SliceTables* sl, int32_t start, IntVec* acc, 
     cdef const int32_t* ntok = tr.node_tok
     cdef const int32_t* tids = tr.tok_ids
     cdef const int32_t* rec
-    cdef int32_t i = 0, last = tr.n_nodes, d, e, j, lo, hi, x, p, q, r, u, a, b
+    cdef const int32_t* fix_rec = NULL   # the last fixed set's verdicts
+    cdef const int32_t* run_rec = NULL   # a range of positions decided by one record, not yet looked up
+    cdef int32_t i = 0, last = tr.n_nodes, d, e, f, lo, hi, x, p, q, u, fix = -1, run_lo = 0, run_hi = 0
     cdef int64_t n_vis = 0
     st[0] = 2 * start
     uu[0] = 0
@@ -1458,7 +1627,7 @@ cdef int owalk(SetMachine m, const SliceTables* sl, int32_t start, IntVec* acc, 
             if e <= D_OVERFLOW:
                 m.visited += n_vis
                 return e
-            if cd != NULL and ((p & 1) or e == D_DEAD_CTX):
+            if (p & 1) or e == D_DEAD_CTX:
                 lo = ntok[i]
                 hi = ntok[i + nsize[i]]
                 if intvec_push_range(cd, &tids[lo], hi - lo) < 0:
@@ -1471,22 +1640,30 @@ cdef int owalk(SetMachine m, const SliceTables* sl, int32_t start, IntVec* acc, 
         if u >= 0:
             u = _U8[u * 256 + (x & 255)]
         uu[d] = <int8_t> u
-        if u == 0 and not (q & 1):
-            rec = m.fixed_verdicts(q >> 1, sl)
-            if rec != NULL:
-                lo = ntok[i]
-                hi = ntok[i + nsize[i]]
-                a = _lower_bound(&rec[2], rec[0], lo)
-                b = _lower_bound(&rec[2], rec[0], hi)
-                if b > a and intvec_push_range(acc, &rec[2 + rec[0] + a], b - a) < 0:
+        rec = NULL
+        if not (q & 1):
+            if u == 0:
+                rec = m.fixed_verdicts(q >> 1, sl)
+                if rec != NULL:
+                    fix = q >> 1
+                    fix_rec = rec
+            if rec == NULL and fix >= 0 and uu[d - 1] == 0:
+                f = row_of(m, fix)[x & 255]
+                if f == D_UNKNOWN:
+                    f = m.compute(fix, <uint8_t> (x & 255))
+                if f == e:
+                    rec = fix_rec
+        if rec != NULL:
+            lo = ntok[i]
+            hi = ntok[i + nsize[i]]
+            if rec != run_rec or lo != run_hi:
+                if run_rec != NULL and _take_verdicts(run_rec, run_lo, run_hi, acc, cd) < 0:
                     return D_OVERFLOW
-                if rec[1]:
-                    a = _lower_bound(&rec[2 + 2 * rec[0]], rec[1], lo)
-                    b = _lower_bound(&rec[2 + 2 * rec[0]], rec[1], hi)
-                    if b > a and intvec_push_range(cd, &rec[2 + 2 * rec[0] + rec[1] + a], b - a) < 0:
-                        return D_OVERFLOW
-                i += nsize[i]
-                continue
+                run_rec = rec
+                run_lo = lo
+            run_hi = hi
+            i += nsize[i]
+            continue
         lo = ntok[i]
         hi = ntok[i + 1]
         if lo < hi:
@@ -1497,7 +1674,91 @@ cdef int owalk(SetMachine m, const SliceTables* sl, int32_t start, IntVec* acc, 
                 return D_OVERFLOW
         i += 1
     m.visited += n_vis
+    if run_rec != NULL and _take_verdicts(run_rec, run_lo, run_hi, acc, cd) < 0:
+        return D_OVERFLOW
     return 0
+
+
+cdef extern from *:
+    """
+    /* out = keep & ~(src[0] | ... | src[k - 1]), four sources a pass: one store per word and pass */
+    static void llamay_keep_unless(uint32_t* __restrict out, const uint32_t* __restrict keep,
+                                   const uint32_t* const* src, int k, Py_ssize_t n) {
+        for (Py_ssize_t i = 0; i < n; i++) out[i] = 0;
+        for (int j = 0; j < k; j += 4) {
+            const uint32_t* __restrict a = src[j];
+            const uint32_t* __restrict b = j + 1 < k ? src[j + 1] : a;
+            const uint32_t* __restrict c = j + 2 < k ? src[j + 2] : a;
+            const uint32_t* __restrict d = j + 3 < k ? src[j + 3] : a;
+            for (Py_ssize_t i = 0; i < n; i++) out[i] |= a[i] | b[i] | c[i] | d[i];
+        }
+        for (Py_ssize_t i = 0; i < n; i++) out[i] = keep[i] & ~out[i];
+    }
+    """
+    void keep_unless "llamay_keep_unless" (uint32_t* out, const uint32_t* keep, const uint32_t** src, int k,
+                                           Py_ssize_t n) noexcept nogil
+
+
+cdef int class_walk(SetMachine m, const SliceTables* sl, int32_t start, uint32_t* dense, IntVec* cd,
+                    int32_t* st) noexcept nogil:
+    """A position's mask when the safe characters that live form one class at every level (``class_step``).
+
+    A string of ``[A-Za-z0-9_-]`` (bounded or not) lets a token of at most ``r`` such
+    characters through and kills any other: that is ``cum[r]`` less the tokens holding a byte
+    outside the class (``has``, ``grp`` and ``wide``: a few bitmask passes instead of a walk
+    of every token made of the class). Tokens with an unsafe byte or past ``levels``
+    characters (``other``), and those with a character past ASCII when only some of those
+    live, are walked by their bytes. ``dense`` comes in cleared. Returns 0, CL_NO when the
+    position is not such a string (nothing written), or D_OVERFLOW / D_FULL.
+    """
+    cdef uint64_t c0[2]
+    cdef uint64_t c1[2]
+    cdef const uint32_t* src[_N_GROUPS + 129]
+    cdef int32_t w0, w1, t, cur = start, r = sl.levels, k, b, g, rc, n_src = 0
+    cdef int64_t pairs = 0
+    cdef Py_ssize_t n = sl.n_words
+    t = m.class_step(start, c0, &w0)
+    if t < 0:
+        return t if t == D_OVERFLOW or t == D_FULL else CL_NO
+    for b in range(128):  # few tokens of two class characters: a walk is cheaper than the bitmask passes
+        if (c0[b >> 6] >> (b & 63)) & 1:
+            for g in range(128):
+                if (c0[g >> 6] >> (g & 63)) & 1:
+                    pairs += sl.pairs[b * 128 + g]
+    if pairs < _CLASS_MIN_PAIRS and w0 != WIDE_LIVE:
+        return CL_NO
+    for k in range(1, sl.levels + 1):
+        if k > 1:
+            t = m.class_step(cur, c1, &w1)
+            if t == CL_NONE:
+                r = k - 1
+                break
+            if t < 0:
+                return t if t == D_OVERFLOW or t == D_FULL else CL_NO
+            if c1[0] != c0[0] or c1[1] != c0[1] or w1 != w0:
+                return CL_NO
+        if t == cur:  # a fixed point: every length lives
+            break
+        cur = t
+    if r < 2:  # one character at most: a walk is short
+        return CL_NO
+    for g in range(_N_GROUPS):  # the short tokens with an ASCII byte that dies: by group, or byte by byte
+        if not (_GROUP_BITS[2 * g] & c0[0]) and not (_GROUP_BITS[2 * g + 1] & c0[1]):
+            src[n_src] = &sl.grp[g * n]
+            n_src += 1
+        elif (_GROUP_BITS[2 * g] & ~c0[0]) or (_GROUP_BITS[2 * g + 1] & ~c0[1]):
+            for b in range(128):
+                if _GROUP[b] == g and not (c0[b >> 6] >> (b & 63)) & 1:
+                    src[n_src] = &sl.has[b * n]
+                    n_src += 1
+    if w0 != WIDE_LIVE:
+        src[n_src] = sl.wide
+        n_src += 1
+    keep_unless(dense, &sl.cum[r * n], src, n_src, n)
+    rc = walk_below(m, sl.other, -1, start, dense, NULL, cd, st)
+    if rc == 0 and w0 == WIDE_MIXED:
+        rc = walk_below(m, sl.wide_trie, -1, start, dense, NULL, cd, st)
+    return rc
 
 
 cdef int entry_walk(SetMachine m, const TrieTables* tr, const SliceTables* sl, int32_t start, uint32_t* dense,
@@ -1537,7 +1798,8 @@ cdef int entry_walk(SetMachine m, const TrieTables* tr, const SliceTables* sl, i
         dead = False
         alive = dropped  # a set dropped as immortal lives on at every level
         for i in range(n_cur):
-            if n_cur > 1 and m.set_immortal(cur[i]):  # alive now and at every later level: not followed
+            # alive now and at every later level: not followed (a start that branches is checked too)
+            if (n_cur > 1 or (k == 1 and m.slice_step(start) > 1)) and m.set_immortal(cur[i]):
                 alive = True
                 dropped = True
                 continue
@@ -1595,6 +1857,13 @@ cdef int entry_walk(SetMachine m, const TrieTables* tr, const SliceTables* sl, i
         nxt = tmp
         n_cur = n_nxt
     m.checked += m.computed - computed0
+    if mixed and k == 1:  # some safe characters die at once: maybe a class
+        v0 = m.visited
+        rc = class_walk(m, sl, start, dense, cd, st)
+        if rc != CL_NO:
+            m.v_kind[4] += m.visited - v0
+            m.n_kind[4] += 1
+            return rc
     if mixed:
         v0 = m.visited
         rc = walk_below(m, tr, -1, start, dense, NULL, cd, st)
@@ -1706,13 +1975,35 @@ cdef class StringSlices:
         if n_other:
             has = np.flatnonzero(other_rest[: n_other] >= 0)
             rest_pos[other_rest[has]] = has.astype(np.int32)
+        # per ASCII byte (and past ASCII), the short slice tokens that hold it: a class's tokens by bitmask algebra
+        short = (kinds >= 1) & (kinds <= levels)
+        owner = np.repeat(np.arange(n_tok), np.diff(offs)[:n_tok])
+        byte = np.frombuffer(tok_bytes, np.uint8)[: len(owner)]
+        keep = short[owner]
+        holds = np.zeros((129, n_words * 32), bool)
+        holds[np.minimum(byte[keep], 128), owner[keep]] = True
+        packed = np.packbits(holds, axis=1, bitorder="little").view(np.uint32)
+        by_byte = np.ascontiguousarray(packed[:128])
+        wide = np.ascontiguousarray(packed[128])
+        grp = np.zeros((_N_GROUPS, n_words), np.uint32)
+        for b in range(128):
+            if _GROUP[b] >= 0:
+                grp[_GROUP[b]] |= by_byte[b]
+        first2 = np.zeros(128 * 128, np.int32)  # short tokens by their first two bytes, both ASCII
+        two = short[:n_tok] & (np.diff(offs)[:n_tok] >= 2)
+        lead = offs[:n_tok][two]
+        b1, b2 = byte[lead], byte[lead + 1]
+        ascii2 = (b1 < 128) & (b2 < 128)
+        np.add.at(first2, b1[ascii2].astype(np.int32) * 128 + b2[ascii2], 1)
+        wide_ids = np.flatnonzero(holds[128, :n_tok]).tolist()
+        self.wide_trie = _subtrie([tok_bytes[offs[i] : offs[i + 1]] for i in wide_ids], wide_ids)
         group = np.full(kmax + 1, -1, np.int32)
         rt = &self.rest_trie.tr
         for i in range(rt.n_nodes):
             if rt.node_depth[i] == 1 and rt.node_byte[i] <= kmax:
                 group[rt.node_byte[i]] = i
         self._arrays = {"cum": cum, "group": group, "kinds": kinds, "other_rest": other_rest, "other_plain": other_plain,
-                        "rest_pos": rest_pos}
+                        "rest_pos": rest_pos, "has": by_byte, "grp": grp, "wide": wide, "pairs": first2}
         self.s.kmax = kmax
         self.s.levels = levels
         self.s.n_words = n_words
@@ -1727,6 +2018,11 @@ cdef class StringSlices:
         self.s.rest_pos = <const int32_t*> <size_t> rest_pos.ctypes.data
         self.s.rests = &self.rests_trie.tr
         self.s.n_rests = len(ids)
+        self.s.has = <const uint32_t*> <size_t> by_byte.ctypes.data
+        self.s.grp = <const uint32_t*> <size_t> grp.ctypes.data
+        self.s.wide = <const uint32_t*> <size_t> wide.ctypes.data
+        self.s.wide_trie = &self.wide_trie.tr
+        self.s.pairs = <const int32_t*> <size_t> first2.ctypes.data
 
     @property
     def kmax(self):
@@ -1741,7 +2037,7 @@ cdef class StringSlices:
 
 
 def slices_for(TokenTrie trie) -> StringSlices:
-    """The vocabulary's slices, built once (about 50 ms for 128k tokens) and kept on the trie."""
+    """The vocabulary's slices, built once (about 70 ms for 128k tokens) and kept on the trie."""
     got = trie.slices
     if got is None:
         got = trie.slices = StringSlices(trie)

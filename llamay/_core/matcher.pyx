@@ -35,7 +35,7 @@ cdef extern from *:
     void or_words "llamay_or_words" (uint32_t* out, const uint32_t* src, Py_ssize_t n) noexcept nogil
 from ..errors import LlamayError, UsageError
 from .automaton cimport (ACCEPT, BOTTOM, CTX, CTX_FRAMES, F_OVERFLOW, WS_WINDOW, Arena, CompiledGrammar, Config, Tables,
-                         arena_free, arena_init, closure, push_frame)
+                         arena_free, arena_init, closure, fold_counter, push_frame)
 from .dfa cimport D_FULL, SetMachine, StringSlices, entry_walk
 from .dfa import slices_for
 from .lexicon cimport LEX_REJECT, LEX_SEP, CompiledLexicon, LexiconMasks
@@ -144,7 +144,7 @@ cdef class Matcher:
                 self.cache = cache_for(grammar, vocab)
                 self.entries = self.cache.entries
                 if self.cache.machine is None:
-                    self.cache.machine = SetMachine(grammar)
+                    self.cache.machine = SetMachine(grammar, self.trie.tr.max_depth)
                 self.machine = self.cache.machine
                 self.slices = slices_for(self.trie)
             self.n_words = (vocab.size + 31) // 32
@@ -378,33 +378,25 @@ cdef class Matcher:
             )
         return <uint32_t*> <size_t> row.ctypes.data
 
-    cdef inline int32_t _fold(self, int32_t state, int32_t counter) noexcept:
-        """A counter no token can tell apart from ``min`` (at least ``min``, over a token's length below ``max``)."""
-        cdef const Tables* t = &self.g.t
-        cdef int32_t r = t.state_rule[state]
-        if t.rule_max[r] > 0 and counter >= t.rule_min[r] and t.rule_max[r] - counter > self.trie.tr.max_depth:
-            return t.rule_min[r]
-        return counter
-
     cdef void _position(self, Config c, PosRec* rec) noexcept:
         """``c``'s position: what of it the cache key holds and its entry is computed from.
 
         A position is the top frame's state and counter, the budget left up to WS_WINDOW,
         and the return states and counters of up to CTX_FRAMES frames below (then CTX, or
-        BOTTOM when that is the whole stack). With the frames below known, a walk that
-        leaves the top frame can usually go on. Unused fields are zero, so that equal
-        positions are equal bytes.
+        BOTTOM when that is the whole stack); states by their bisimulation class, counters
+        folded. With the frames below known, a walk that leaves the top frame can usually go
+        on. Unused fields are zero, so that equal positions are equal bytes.
         """
         cdef const Tables* t = &self.g.t
-        cdef int32_t f = c.parent, depth = 0
+        cdef int32_t f = c.parent, depth = 0, horizon = self.trie.tr.max_depth
         memset(rec, 0, sizeof(PosRec))
         while f >= 0 and depth < CTX_FRAMES:
-            rec.frames[2 * depth] = self.a.frames[f].ret
-            rec.frames[2 * depth + 1] = self._fold(self.a.frames[f].ret, self.a.frames[f].counter)
+            rec.frames[2 * depth] = t.canon[self.a.frames[f].ret]
+            rec.frames[2 * depth + 1] = fold_counter(t, self.a.frames[f].ret, self.a.frames[f].counter, horizon)
             f = self.a.frames[f].parent
             depth += 1
-        rec.state = c.state
-        rec.counter = self._fold(c.state, c.counter)
+        rec.state = t.canon[c.state]
+        rec.counter = fold_counter(t, c.state, c.counter, horizon)
         rec.ws = 0 if t.ws_budget < 0 else min(t.ws_budget - c.ws, WS_WINDOW)
         rec.bottom = f == BOTTOM
         rec.depth = depth
