@@ -115,11 +115,25 @@ def seq(*items: Expr) -> Expr:
 
 
 def alt(*items: Expr) -> Expr:
+    if len(items) == 1 and not isinstance(items[0], Alt):
+        return items[0]  # nothing to deduplicate: hashing it would walk its whole tree
     flat: dict[Expr, None] = {}  # ordered, duplicates dropped in linear time
     for item in items:
         for x in item.items if isinstance(item, Alt) else (item,):
             flat[x] = None
     return next(iter(flat)) if len(flat) == 1 else Alt(tuple(flat))
+
+
+def alt_distinct(*items: Expr) -> Expr:
+    """``alt`` for items distinct by construction: flattened, never hashed.
+
+    Hashing an expression walks every node not hashed before, and lowering keys expressions by
+    identity: the duplicates ``alt`` looks for are all the hashes would serve.
+    """
+    flat: list[Expr] = []
+    for item in items:
+        flat.extend(item.items if isinstance(item, Alt) else (item,))
+    return flat[0] if len(flat) == 1 else Alt(tuple(flat))
 
 
 def optional(item: Expr) -> Expr:

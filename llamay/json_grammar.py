@@ -25,6 +25,7 @@ from .ir import (
     Grammar,
     Ref,
     alt,
+    alt_distinct,
     byte_range,
     byte_set,
     literal,
@@ -217,7 +218,7 @@ def key_excluding(names, grammar: Grammar) -> Expr:
     refs = {name: _rule(grammar, name, build) for name, build in shared.items()}
     leave, stop = _leave(trie, 0, refs), _stop(trie, 0)
     ways = ([seq(leave, refs["key_tail"])] if leave is not None else []) + ([stop] if stop is not None else [])
-    return seq(literal('"'), distinct(*ways), literal('"'))  # only the way out of the trie ends with a free tail
+    return seq(literal('"'), alt_distinct(*ways), literal('"'))  # only the way out of the trie ends with a free tail
 
 
 def _rule(grammar: Grammar, name: str, build) -> Ref:
@@ -267,19 +268,7 @@ def choice(parts: list[Expr]) -> Expr:
     return parts[0] if len(parts) == 1 else Alt(tuple(parts))
 
 
-def distinct(*items: Expr) -> Expr:
-    """``ir.alt(*items)`` (an ``Alt`` among them is flattened) for items distinct by construction, unhashed.
-
-    Hashing an expression walks every node not hashed before, and lowering keys expressions by
-    identity: the duplicates ``alt`` looks for are all the hashes would serve.
-    """
-    flat: list[Expr] = []
-    for item in items:
-        if isinstance(item, Alt):
-            flat.extend(item.items)
-        else:
-            flat.append(item)
-    return choice(flat)
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
 def dumps(value) -> str:
@@ -289,9 +278,6 @@ def dumps(value) -> str:
     costs more than encoding a property name.
     """
     return _ENCODER.encode(value)
-
-
-_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
 def number_literal(value: int | float, *, integer_only: bool = False) -> list:

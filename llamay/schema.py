@@ -34,7 +34,7 @@ from . import json_grammar as jg
 from . import numeric
 from .errors import GrammarError, InternalError, SchemaError
 from .formats import APPROXIMATE, FORMATS
-from .ir import EMPTY, Alt, Expr, Grammar, Ref, alt, literal, optional, seq, star
+from .ir import EMPTY, Expr, Grammar, Ref, alt, alt_distinct, literal, optional, seq, star
 from .limits import COMPILE_SECONDS, MAX_DEPTH, MAX_SOURCE_BYTES
 from .regex import RegexError, pattern_string, python_regex
 from .schema_algebra import UNMERGED, Algebra, RefTo, closed, json_equal, json_type
@@ -188,16 +188,6 @@ def _lower(grammar: Grammar, whitespace_budget, warnings: list[str], deadline: f
     return compiled
 
 
-def _union(branches: list[Expr]) -> Expr:
-    """``alt(*branches)``, without hashing a lone branch that is no ``Alt`` (it is returned as it is).
-
-    ``alt`` drops duplicates by hashing (see ``json_grammar.distinct``).
-    """
-    if len(branches) == 1 and not isinstance(branches[0], Alt):
-        return branches[0]
-    return alt(*branches)
-
-
 def _bound(value) -> Decimal:
     return Decimal(str(value)) if isinstance(value, float) else Decimal(value)
 
@@ -257,7 +247,7 @@ class _Compiler:
         finally:
             self.depth -= 1
         if branches:
-            return _union(branches)
+            return alt(*branches)
         if reasons:
             raise reasons[0]
         present = [k for k in ("allOf", "anyOf", "oneOf", "$ref") if isinstance(node, dict) and k in node]
@@ -317,7 +307,7 @@ class _Compiler:
             self.unguarded = unguarded
         if not branches:
             raise reasons[0] if reasons else Unsatisfiable("no type is left", keyword="type", pointer=pointer)
-        return _union(branches)
+        return alt(*branches)
 
     @staticmethod
     def type_null(node: dict, pointer: str) -> Expr:
@@ -633,10 +623,10 @@ class _Compiler:
             if i < starts:
                 firsts[i] = c
             if i >= 1:
-                follow = self.shared(seq(sep, c) if must else jg.distinct(seq(sep, c), follow), tail_uses(i))
+                follow = self.shared(seq(sep, c) if must else alt_distinct(seq(sep, c), follow), tail_uses(i))
         body = firsts + ([seq(additional, last)] if extra_only else []) + ([] if mandatory else [EMPTY])
         # members differ: each starts with its own key (JSON strings are prefix-free), or is a rule
-        return jg.distinct(*body)
+        return alt_distinct(*body)
 
     def counted_members(self, declared, additional: Expr | None, lo: int, hi: int | None) -> Expr | None:
         """``members`` that also count them: "minProperties" / "maxProperties", exactly.
