@@ -11,7 +11,7 @@ Frames are shared within a step when identical, and never freed during one: call
 truncate ``n_frames`` and ``cfg_len`` to undo speculative work.
 """
 
-from libc.stdint cimport int64_t
+from libc.stdint cimport int64_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcmp, memcpy
 
@@ -247,26 +247,51 @@ cdef int32_t _unique_tuples(int32_t* a, int32_t n, int32_t w) noexcept nogil:
     return m
 
 
+cdef inline bint _before(const int32_t* p, const int32_t* q, int32_t w) noexcept nogil:
+    """Whether tuple ``p`` sorts strictly before tuple ``q`` (``w`` ints each)."""
+    cdef int32_t j
+    for j in range(w):
+        if p[j] != q[j]:
+            return p[j] < q[j]
+    return False
+
+
 cdef int32_t _signature(const Tables* t, const int32_t* cls, int32_t s, int32_t* x) noexcept nogil:
     """State ``s``'s signature into ``x``: its class, then its byte and special edges' labels with their
-    targets' classes (each kind sorted and deduplicated); returns its length."""
-    cdef int32_t e, nb = 0, nx = 0
+    targets' classes (each kind sorted and deduplicated); returns its length.
+
+    Packed edges come sorted by label, so the tuples are usually in order already: they are
+    sorted only when they are not."""
+    cdef int32_t e, nb = 0, nx = 0, b0 = t.b_start[s], x0 = t.x_start[s]
+    cdef int32_t* y
+    cdef bint ordered = True
     x[0] = cls[s]
-    for e in range(t.b_start[s], t.b_start[s + 1]):
-        x[3 + 4 * nb] = t.b_lo[e]
-        x[4 + 4 * nb] = t.b_hi[e]
-        x[5 + 4 * nb] = t.b_ws[e]
-        x[6 + 4 * nb] = cls[t.b_tgt[e]]
+    y = &x[3]
+    for e in range(b0, t.b_start[s + 1]):
+        y[0] = t.b_lo[e]
+        y[1] = t.b_hi[e]
+        y[2] = t.b_ws[e]
+        y[3] = cls[t.b_tgt[e]]
+        if nb and ordered and not _before(y - 4, y, 4):
+            ordered = False
+        y += 4
         nb += 1
-    _sort_tuples(&x[3], nb, 4)
-    nb = _unique_tuples(&x[3], nb, 4)
-    for e in range(t.x_start[s], t.x_start[s + 1]):
-        x[3 + 4 * nb + 3 * nx] = t.x_kind[e]
-        x[4 + 4 * nb + 3 * nx] = t.x_arg[e]
-        x[5 + 4 * nb + 3 * nx] = cls[t.x_tgt[e]]
+    if not ordered:
+        _sort_tuples(&x[3], nb, 4)
+        nb = _unique_tuples(&x[3], nb, 4)
+    ordered = True
+    y = &x[3 + 4 * nb]
+    for e in range(x0, t.x_start[s + 1]):
+        y[0] = t.x_kind[e]
+        y[1] = t.x_arg[e]
+        y[2] = cls[t.x_tgt[e]]
+        if nx and ordered and not _before(y - 3, y, 3):
+            ordered = False
+        y += 3
         nx += 1
-    _sort_tuples(&x[3 + 4 * nb], nx, 3)
-    nx = _unique_tuples(&x[3 + 4 * nb], nx, 3)
+    if not ordered:
+        _sort_tuples(&x[3 + 4 * nb], nx, 3)
+        nx = _unique_tuples(&x[3 + 4 * nb], nx, 3)
     x[1] = nb
     x[2] = nx
     return 3 + 4 * nb + 3 * nx
@@ -280,36 +305,49 @@ cdef int bisimulation(const Tables* t, int32_t* canon) noexcept nogil:
     rule, and edges with the same labels to states that behave alike. Configurations at such
     states have the same future, so the set machine and the mask cache treat them as one.
 
-    Partition refinement from (rule, finality): a class splits by its members' signatures
-    (``_signature``), and only the classes of states with an edge into a state that moved are
-    looked at again (reverse edges), so a long chain costs its length, not its length times
-    the automaton's size.
+    Partition refinement, in the manner of Hopcroft, from (rule, finality, ``_digest`` of the
+    next ``LOOKAHEAD`` steps), a partition no finer than the answer, so that most states get
+    one signature: a state whose
+    successor moved to another class is *dirty*, and only dirty states get a fresh signature
+    (``_signature``). The clean members of a class still share the signature they had when it
+    was last split, so one of them stands for all; the largest group keeps the class and the
+    others move, their predecessors becoming dirty. Work follows moves, so a schema's long
+    chains of inlined literals cost their length, not their length times the automaton's size.
     """
-    cdef int32_t n = t.n_states, s, e, k, c, g, j, q, m, sz, n_cls = 0, n_touch, n_next, cap = 1, gen = 0
-    cdef int32_t n_edges = t.b_start[n] + t.x_start[n]
+    cdef int32_t n = t.n_states, s, e, k, c, g, j, q, m, r, keep, n_groups, n_moved, n_cls = 0, n_work = 0
+    cdef int32_t cap = 1, gen = 0, n_edges = t.b_start[n] + t.x_start[n]
     cdef int64_t total = 0
     cdef uint32_t h
-    cdef bint kept
-    cdef int32_t* x
-    cdef int32_t* tmp
     cdef int rc = 0
-    # per state: class, member-list link, signature offset and length; per class: list head, touched flag
-    cdef int32_t* cls = <int32_t*> malloc(max(n, 1) * sizeof(int32_t))
-    cdef int32_t* link = <int32_t*> malloc(max(n, 1) * sizeof(int32_t))
+    cdef int32_t n1 = max(n, 1)
+    # per state: class, class-list links, dirty flag and dirty-list link, signature offset and length
+    cdef int32_t* cls = <int32_t*> malloc(n1 * sizeof(int32_t))
+    cdef int32_t* next_m = <int32_t*> malloc(n1 * sizeof(int32_t))
+    cdef int32_t* prev_m = <int32_t*> malloc(n1 * sizeof(int32_t))
+    cdef uint8_t* dirty = <uint8_t*> malloc(n1 * sizeof(uint8_t))
+    cdef int32_t* next_d = <int32_t*> malloc(n1 * sizeof(int32_t))
     cdef int64_t* off = <int64_t*> malloc((n + 1) * sizeof(int64_t))
-    cdef int32_t* size = <int32_t*> malloc(max(n, 1) * sizeof(int32_t))
-    cdef int32_t* head = <int32_t*> malloc(max(n, 1) * sizeof(int32_t))
-    cdef uint8_t* marked = <uint8_t*> calloc(max(n, 1), sizeof(uint8_t))
-    cdef int32_t* touch = <int32_t*> malloc(max(n, 1) * sizeof(int32_t))      # classes to look at now
-    cdef int32_t* nxt = <int32_t*> malloc(max(n, 1) * sizeof(int32_t))        # ... and next
-    cdef int32_t* members = <int32_t*> malloc(max(n, 1) * sizeof(int32_t))   # of the class looked at
-    cdef int32_t* dest = <int32_t*> malloc(max(n, 1) * sizeof(int32_t))      # ... and their new classes
+    cdef int32_t* size = <int32_t*> malloc(n1 * sizeof(int32_t))
+    # per class: member list, its length, dirty list, queued flag; the work stack of classes
+    cdef int32_t* head = <int32_t*> malloc(n1 * sizeof(int32_t))
+    cdef int32_t* count = <int32_t*> malloc(n1 * sizeof(int32_t))
+    cdef int32_t* head_d = <int32_t*> malloc(n1 * sizeof(int32_t))
+    cdef uint8_t* queued = <uint8_t*> calloc(n1, sizeof(uint8_t))
+    cdef int32_t* work = <int32_t*> malloc(n1 * sizeof(int32_t))
+    # the class looked at: its dirty members, their groups; per group: size and class; moved states
+    cdef int32_t* members = <int32_t*> malloc(n1 * sizeof(int32_t))
+    cdef int32_t* group = <int32_t*> malloc(n1 * sizeof(int32_t))
+    cdef int32_t* g_size = <int32_t*> malloc((n + 1) * sizeof(int32_t))
+    cdef int32_t* g_cls = <int32_t*> malloc((n + 1) * sizeof(int32_t))
+    cdef int32_t* moved = <int32_t*> malloc(n1 * sizeof(int32_t))
     cdef int32_t* rev_start = <int32_t*> calloc(n + 1, sizeof(int32_t))        # reverse edges
     cdef int32_t* rev = <int32_t*> malloc(max(n_edges, 1) * sizeof(int32_t))
     cdef int32_t* sig = NULL
     cdef int32_t* slot_state = NULL   # hash table of signatures: a slot is in use when stamped this generation
-    cdef int32_t* slot_cls = NULL
+    cdef int32_t* slot_group = NULL
     cdef int32_t* slot_gen = NULL
+    cdef uint32_t* digest = <uint32_t*> malloc(n1 * sizeof(uint32_t))
+    cdef uint32_t* digest2 = <uint32_t*> malloc(n1 * sizeof(uint32_t))
     for s in range(n):
         canon[s] = s
     if off != NULL:
@@ -320,11 +358,13 @@ cdef int bisimulation(const Tables* t, int32_t* canon) noexcept nogil:
         cap *= 2
     sig = <int32_t*> malloc(max(total, 1) * sizeof(int32_t))
     slot_state = <int32_t*> malloc(cap * sizeof(int32_t))
-    slot_cls = <int32_t*> malloc(cap * sizeof(int32_t))
+    slot_group = <int32_t*> malloc(cap * sizeof(int32_t))
     slot_gen = <int32_t*> calloc(cap, sizeof(int32_t))
-    if (cls == NULL or link == NULL or off == NULL or size == NULL or head == NULL or marked == NULL
-            or touch == NULL or nxt == NULL or members == NULL or dest == NULL or rev_start == NULL
-            or rev == NULL or sig == NULL or slot_state == NULL or slot_cls == NULL or slot_gen == NULL):
+    if (cls == NULL or next_m == NULL or prev_m == NULL or dirty == NULL or next_d == NULL or off == NULL
+            or size == NULL or head == NULL or count == NULL or head_d == NULL or queued == NULL or work == NULL
+            or members == NULL or group == NULL or g_size == NULL or g_cls == NULL or moved == NULL
+            or rev_start == NULL or rev == NULL or sig == NULL or slot_state == NULL or slot_group == NULL
+            or slot_gen == NULL or digest == NULL or digest2 == NULL):
         rc = -1
     if rc == 0:
         for s in range(n):
@@ -334,103 +374,210 @@ cdef int bisimulation(const Tables* t, int32_t* canon) noexcept nogil:
                 rev_start[t.x_tgt[e] + 1] += 1
         for s in range(n):
             rev_start[s + 1] += rev_start[s]
-        memcpy(link, rev_start, n * sizeof(int32_t))  # fill cursors, for now
+        memcpy(next_m, rev_start, n * sizeof(int32_t))  # fill cursors, for now
         for s in range(n):
             for e in range(t.b_start[s], t.b_start[s + 1]):
-                rev[link[t.b_tgt[e]]] = s
-                link[t.b_tgt[e]] += 1
+                rev[next_m[t.b_tgt[e]]] = s
+                next_m[t.b_tgt[e]] += 1
             for e in range(t.x_start[s], t.x_start[s + 1]):
-                rev[link[t.x_tgt[e]]] = s
-                link[t.x_tgt[e]] += 1
-        # the first partition: by rule and finality; every class is looked at
+                rev[next_m[t.x_tgt[e]]] = s
+                next_m[t.x_tgt[e]] += 1
+        # the first partition: rule, finality and a digest of the next few steps; all dirty, all queued
+        for s in range(n):
+            digest[s] = _mix(_mix(0x811C9DC5u, <uint32_t> t.state_rule[s]), t.final[s])
+        for k in range(LOOKAHEAD):
+            for s in range(n):
+                digest2[s] = _digest(t, digest, s)
+            memcpy(digest, digest2, n * sizeof(uint32_t))
         gen = 1
-        for s in range(n - 1, -1, -1):  # pushed in reverse, so that lists run in state order
-            h = _mix(_mix(0x811C9DC5u, <uint32_t> t.state_rule[s]), t.final[s])
+        for s in range(n - 1, -1, -1):
+            h = digest[s]
             q = h & <uint32_t> (cap - 1)
             while slot_gen[q] == gen:
                 g = slot_state[q]
-                if t.state_rule[g] == t.state_rule[s] and t.final[g] == t.final[s]:
+                if t.state_rule[g] == t.state_rule[s] and t.final[g] == t.final[s] and digest[g] == h:
                     break
                 q = (q + 1) & (cap - 1)
             if slot_gen[q] != gen:
                 slot_gen[q] = gen
                 slot_state[q] = s
-                slot_cls[q] = n_cls
+                slot_group[q] = n_cls
                 head[n_cls] = -1
-                touch[n_cls] = n_cls
-                marked[n_cls] = 1
+                head_d[n_cls] = -1
+                count[n_cls] = 0
+                queued[n_cls] = 1
+                work[n_work] = n_cls
+                n_work += 1
                 n_cls += 1
-            cls[s] = slot_cls[q]
-            link[s] = head[cls[s]]
-            head[cls[s]] = s
-        n_touch = n_cls
-        while n_touch > 0:
-            n_next = 0
-            for k in range(n_touch):  # unmarked first, so that each class enters the next list once
-                marked[touch[k]] = 0
-            for k in range(n_touch):
-                c = touch[k]
-                m = 0
+            c = slot_group[q]
+            cls[s] = c
+            _link(head, next_m, prev_m, c, s)
+            count[c] += 1
+            dirty[s] = 1
+            next_d[s] = head_d[c]
+            head_d[c] = s
+        while n_work > 0:
+            n_work -= 1
+            c = work[n_work]
+            queued[c] = 0
+            # a clean member stands for the others: found before the dirty flags are cleared
+            r = head[c]
+            while r >= 0 and dirty[r]:
+                r = next_m[r]
+            m = 0
+            s = head_d[c]
+            while s >= 0:
+                members[m] = s
+                m += 1
+                dirty[s] = 0
+                s = next_d[s]
+            head_d[c] = -1
+            gen += 1
+            n_groups = 0
+            if r >= 0:  # group 0: the clean members
+                g_size[0] = count[c] - m
+                _group(t, cls, sig, off, size, slot_state, slot_group, slot_gen, cap, gen, r, 0)
+                n_groups = 1
+            for j in range(m):
+                g = _group(t, cls, sig, off, size, slot_state, slot_group, slot_gen, cap, gen, members[j], n_groups)
+                if g == n_groups:
+                    g_size[g] = 0
+                    n_groups += 1
+                g_size[g] += 1
+                group[j] = g
+            if n_groups < 2:
+                continue
+            keep = 0
+            for g in range(1, n_groups):
+                if g_size[g] > g_size[keep]:
+                    keep = g
+            for g in range(n_groups):
+                if g == keep:
+                    g_cls[g] = c
+                else:
+                    g_cls[g] = n_cls
+                    head[n_cls] = -1
+                    head_d[n_cls] = -1
+                    count[n_cls] = 0
+                    n_cls += 1
+            n_moved = 0
+            if r >= 0 and keep != 0:  # the clean members move: dirty ones were stamped with their group
+                for j in range(m):
+                    cls[members[j]] = -1 - group[j]
                 s = head[c]
                 while s >= 0:
-                    members[m] = s
-                    m += 1
-                    s = link[s]
-                if m < 2:
-                    continue
-                gen += 1
-                kept = False
-                head[c] = -1
-                for j in range(m - 1, -1, -1):  # relinked in reverse: lists stay in state order
+                    if cls[s] == c:
+                        moved[n_moved] = s
+                        n_moved += 1
+                    s = next_m[s]
+                for j in range(m):
+                    cls[members[j]] = c
+                for k in range(n_moved):
+                    s = moved[k]
+                    _unlink(head, next_m, prev_m, c, s)
+                    _link(head, next_m, prev_m, g_cls[0], s)
+                    cls[s] = g_cls[0]
+                count[g_cls[0]] += n_moved
+                count[c] -= n_moved
+            for j in range(m):
+                g = group[j]
+                if g != keep:
                     s = members[j]
-                    x = &sig[off[s]]
-                    sz = _signature(t, cls, s, x)
-                    size[s] = sz
-                    h = 0x811C9DC5u
-                    for e in range(sz):
-                        h = _mix(h, <uint32_t> x[e])
-                    q = h & <uint32_t> (cap - 1)
-                    while slot_gen[q] == gen:
-                        g = slot_state[q]
-                        if size[g] == sz and memcmp(&sig[off[g]], x, sz * sizeof(int32_t)) == 0:
-                            break
-                        q = (q + 1) & (cap - 1)
-                    if slot_gen[q] != gen:  # a new group: the first keeps the class's number
-                        slot_gen[q] = gen
-                        slot_state[q] = s
-                        if kept:
-                            slot_cls[q] = n_cls
-                            head[n_cls] = -1
-                            n_cls += 1
-                        else:
-                            slot_cls[q] = c
-                            kept = True
-                    g = slot_cls[q]
-                    link[s] = head[g]
-                    head[g] = s
-                    dest[j] = g
-                for j in range(m):  # the moves, once every member was judged by the same classes
-                    cls[members[j]] = dest[j]
-                for j in range(m):  # then the classes of the states leading to a moved one, as they are now
-                    if dest[j] != c:
-                        s = members[j]
-                        for e in range(rev_start[s], rev_start[s + 1]):
-                            q = cls[rev[e]]
-                            if not marked[q]:
-                                marked[q] = 1
-                                nxt[n_next] = q
-                                n_next += 1
-            tmp = touch
-            touch = nxt
-            nxt = tmp
-            n_touch = n_next
+                    _unlink(head, next_m, prev_m, c, s)
+                    _link(head, next_m, prev_m, g_cls[g], s)
+                    cls[s] = g_cls[g]
+                    count[g_cls[g]] += 1
+                    count[c] -= 1
+                    moved[n_moved] = s
+                    n_moved += 1
+            for k in range(n_moved):  # every state leading to a moved one is dirty now
+                s = moved[k]
+                for e in range(rev_start[s], rev_start[s + 1]):
+                    q = rev[e]
+                    if not dirty[q]:
+                        dirty[q] = 1
+                        g = cls[q]
+                        next_d[q] = head_d[g]
+                        head_d[g] = q
+                        if not queued[g]:
+                            queued[g] = 1
+                            work[n_work] = g
+                            n_work += 1
         for s in range(n - 1, -1, -1):  # the smallest member stands for its class
             head[cls[s]] = s
         for s in range(n):
             canon[s] = head[cls[s]]
-    free(cls); free(link); free(off); free(size); free(head); free(marked); free(touch); free(nxt)
-    free(members); free(dest); free(rev_start); free(rev); free(sig); free(slot_state); free(slot_cls); free(slot_gen)
+    free(cls); free(next_m); free(prev_m); free(dirty); free(next_d); free(off); free(size); free(head)
+    free(count); free(head_d); free(queued); free(work); free(members); free(group); free(g_size); free(g_cls)
+    free(moved); free(rev_start); free(rev); free(sig); free(slot_state); free(slot_group); free(slot_gen)
+    free(digest); free(digest2)
     return rc
+
+
+cdef uint32_t _digest(const Tables* t, const uint32_t* d, int32_t s) noexcept nogil:
+    """``d[s]`` mixed with the set of ``s``'s edge labels and their targets' ``d``.
+
+    Min, max and a 64-bit Bloom filter of the edges' hashes: like a signature, blind to the
+    order and repetition of edges, so states alike keep equal digests; unlike one, no sort."""
+    cdef int32_t e
+    cdef uint32_t h, lo = 0xFFFFFFFFu, hi = 0, n = 0
+    cdef uint64_t bloom = 0
+    for e in range(t.b_start[s], t.b_start[s + 1]):
+        h = _mix(_mix(_mix(t.b_lo[e] | (<uint32_t> t.b_hi[e] << 8) | (<uint32_t> t.b_ws[e] << 16), 1u), d[t.b_tgt[e]]), 7u)
+        lo = h if h < lo else lo
+        hi = h if h > hi else hi
+        bloom |= (<uint64_t> 1) << (h >> 26)
+        n = 1
+    for e in range(t.x_start[s], t.x_start[s + 1]):
+        h = _mix(_mix(_mix(<uint32_t> t.x_kind[e], <uint32_t> t.x_arg[e]), d[t.x_tgt[e]]), 11u)
+        lo = h if h < lo else lo
+        hi = h if h > hi else hi
+        bloom |= (<uint64_t> 1) << (h >> 26)
+        n |= 2
+    return _mix(_mix(_mix(_mix(_mix(d[s], n), lo), hi), <uint32_t> bloom), <uint32_t> (bloom >> 32))
+
+
+cdef inline void _link(int32_t* head, int32_t* next_m, int32_t* prev_m, int32_t c, int32_t s) noexcept nogil:
+    next_m[s] = head[c]
+    prev_m[s] = -1
+    if head[c] >= 0:
+        prev_m[head[c]] = s
+    head[c] = s
+
+
+cdef inline void _unlink(int32_t* head, int32_t* next_m, int32_t* prev_m, int32_t c, int32_t s) noexcept nogil:
+    if prev_m[s] >= 0:
+        next_m[prev_m[s]] = next_m[s]
+    else:
+        head[c] = next_m[s]
+    if next_m[s] >= 0:
+        prev_m[next_m[s]] = prev_m[s]
+
+
+cdef int32_t _group(const Tables* t, const int32_t* cls, int32_t* sig, const int64_t* off, int32_t* size,
+                    int32_t* slot_state, int32_t* slot_group, int32_t* slot_gen, int32_t cap, int32_t gen,
+                    int32_t s, int32_t fresh) noexcept nogil:
+    """The group of ``s``'s signature in this generation's table; a new signature gets ``fresh``."""
+    cdef int32_t* x = &sig[off[s]]
+    cdef int32_t sz = _signature(t, cls, s, x), e, g, q
+    cdef uint32_t h = 0x811C9DC5u
+    size[s] = sz
+    for e in range(sz):
+        h = _mix(h, <uint32_t> x[e])
+    q = h & <uint32_t> (cap - 1)
+    while slot_gen[q] == gen:
+        g = slot_state[q]
+        if size[g] == sz and memcmp(&sig[off[g]], x, sz * sizeof(int32_t)) == 0:
+            return slot_group[q]
+        q = (q + 1) & (cap - 1)
+    slot_gen[q] = gen
+    slot_state[q] = s
+    slot_group[q] = fresh
+    return fresh
+
+
+cdef enum:
+    LOOKAHEAD = 2  # steps digested into the first partition of ``bisimulation``
 
 
 _FIELDS = ("b_start", "b_lo", "b_hi", "b_tgt", "b_ws", "x_start", "x_kind", "x_arg", "x_tgt", "final",

@@ -24,9 +24,10 @@ prefix: the automaton expands a call before it reads a byte, so it would never s
 and automata over ``limits.MAX_STATES``.
 """
 
-from libc.stdint cimport int32_t, uint8_t
+from libc.stdint cimport int32_t, int64_t, uint8_t
 from libc.stdlib cimport free, malloc, qsort
-from libc.string cimport memset
+from libc.string cimport memcpy, memset
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 
 import time
 
@@ -40,7 +41,8 @@ from .automaton cimport EDGE_CALL, EDGE_EXIT, EDGE_INC, CompiledGrammar, grow
 
 cdef enum:
     EDGE_EPS = 0              # build-time only: eliminated before packing
-    DEADLINE_EVERY = 1024     # expressions walked between two looks at the clock
+    DEADLINE_EVERY = 1024     # ticks between two looks at the clock
+    TEMPLATE_BYTES = 64 << 20  # recorded fragments kept per lowering, at most
 
 ctypedef struct ByteEdge:
     uint8_t lo
@@ -61,6 +63,19 @@ ctypedef struct Edges:          # edges grouped by source state: [start[s], star
     int32_t* b_start
     Special* x
     int32_t* x_start
+
+
+ctypedef struct Template:       # a fragment as first built: its ends, its new states, its edges
+    int32_t s, t, first, n_states, n_b, n_x
+
+
+cdef inline int32_t _moved(const Template* m, int32_t v, int32_t s, int32_t t, int32_t base) noexcept nogil:
+    """State ``v`` of a template's first copy, in the copy from ``s`` to ``t`` whose new states start at ``base``."""
+    if v == m.s:
+        return s
+    if v == m.t:
+        return t
+    return v - m.first + base
 
 
 cdef int _cmp_byte(const void* a, const void* b) noexcept nogil:
@@ -112,15 +127,21 @@ cdef class _NFA:
         free(self.x)
 
     cdef int32_t state(self, int32_t rule) except -1:
-        cdef int32_t cap = self.states_cap
-        if not grow(<void**> &self.rule, &self.states_cap, self.n_states + 1, sizeof(int32_t)):
-            raise MemoryError()
-        if not grow(<void**> &self.final, &cap, self.n_states + 1, 1):
-            raise MemoryError()
-        self.rule[self.n_states] = rule
-        self.final[self.n_states] = 0
-        self.n_states += 1
+        self.states(rule, 1)
         return self.n_states - 1
+
+    cdef int states(self, int32_t rule, int32_t n) except -1:
+        """Append ``n`` states of ``rule``, none final."""
+        cdef int32_t cap = self.states_cap, i
+        if not grow(<void**> &self.rule, &self.states_cap, self.n_states + n, sizeof(int32_t)):
+            raise MemoryError()
+        if not grow(<void**> &self.final, &cap, self.n_states + n, 1):
+            raise MemoryError()
+        for i in range(self.n_states, self.n_states + n):
+            self.rule[i] = rule
+            self.final[i] = 0
+        self.n_states += n
+        return 0
 
     cdef int byte_edge(self, int32_t s, int lo, int hi, int32_t t, bint ws) except -1:
         if not grow(<void**> &self.b, &self.b_cap, self.n_b + 1, sizeof(ByteEdge)):
@@ -305,12 +326,14 @@ cdef int32_t _sorted_unique_specials(Special* a, int32_t n) noexcept nogil:
 
 cdef class _Lowering:
     cdef dict rules, refs, rule_ids, rule_sizes, inline_entries
-    cdef dict size_memo, factored  # keyed by id(): IR equality compares whole trees in Python
+    cdef dict size_memo, factored, templates  # keyed by id(): IR equality compares whole trees in Python
+    cdef int64_t template_bytes
+    cdef int32_t impure  # fragments that defined a rule or deferred work: theirs cannot be copied
     cdef list rule_names, rule_start, rule_bounds, pending, frames
     cdef set recursive, nullable_rules
     cdef object root
     cdef double deadline
-    cdef int32_t ticks
+    cdef int64_t ticks, next_clock  # expressions walked and states copied; when to look at the clock
     cdef int max_depth, max_states, inline_states, unroll_states, max_repeat  # limits, read once
     cdef _NFA nfa
 
@@ -335,9 +358,13 @@ cdef class _Lowering:
         self.nullable_rules = _nullable_rules(rules)
         self.inline_entries = {}
         self.factored = {}
+        self.templates = {}
+        self.template_bytes = 0
+        self.impure = 0
         self.pending = []
         self.frames = []
         self.ticks = 0
+        self.next_clock = DEADLINE_EVERY
 
     # -- sizes decide what is inlined and what is unrolled -------------------------------
     cdef int size(self, expr, int depth) except -1:
@@ -457,6 +484,7 @@ cdef class _Lowering:
             return got
         rid = len(self.rule_names)
         self.rule_ids[key] = rid
+        self.impure += 1
         self.rule_names.append(name)
         self.rule_bounds.append((lo, hi))
         start = self.new_state(rid)
@@ -486,14 +514,16 @@ cdef class _Lowering:
 
     cdef int frag(self, expr, int32_t s, int32_t t, int32_t rid, str name, int depth) except -1:
         """Connect ``s`` to ``t`` through ``expr``. Never adds an edge into ``s`` (loops get their own state)."""
-        cdef int32_t cur, nxt, i, n, entry, callee
+        cdef int32_t entry, callee
         cdef int lo, hi
         cdef tuple items
         if depth > self.max_depth:
             raise GrammarError(f"nesting deeper than {self.max_depth} (limit MAX_DEPTH)", rule=name)
         self.ticks += 1
-        if self.ticks % DEADLINE_EVERY == 0 and time.monotonic() > self.deadline:
-            raise GrammarError(f"compile took over {limits.COMPILE_SECONDS} s (limit COMPILE_SECONDS)", rule=name)
+        if self.ticks >= self.next_clock:
+            self.next_clock = self.ticks + DEADLINE_EVERY
+            if time.monotonic() > self.deadline:
+                raise GrammarError(f"compile took over {limits.COMPILE_SECONDS} s (limit COMPILE_SECONDS)", rule=name)
         tp = type(expr)
         if tp is Bytes:
             items = expr.ranges
@@ -504,24 +534,6 @@ cdef class _Lowering:
                 if not 0 <= lo <= hi <= 255:
                     raise GrammarError(f"byte range {lo}..{hi} is not within 0..255", rule=name)
                 self.nfa.byte_edge(s, lo, hi, t, ws)
-        elif tp is Seq:
-            items = expr.items
-            n = len(items)
-            cur = s
-            for i in range(n):
-                nxt = t if i == n - 1 else self.new_state(rid)
-                self.frag(items[i], cur, nxt, rid, name, depth + 1)
-                cur = nxt
-            if n == 0:
-                self.nfa.special(s, EDGE_EPS, 0, t)
-        elif tp is Alt:
-            if not expr.items:
-                raise GrammarError("empty alternative matches nothing", rule=name)
-            got = self.factored.get(id(expr))
-            if got is None:
-                got = self.factored[id(expr)] = (_left_factor(expr.items), expr)
-            for item in got[0]:
-                self.frag(item, s, t, rid, name, depth + 1)
         elif tp is Ref:
             callee_name = expr.name
             if callee_name not in self.rules:
@@ -534,6 +546,7 @@ cdef class _Lowering:
                 # the copy, and it is built later from a worklist, so chains of rules do not nest
                 key = (callee_name, t, rid)
                 got = self.inline_entries.get(key)
+                self.impure += 1  # the copy is per target: a fragment holding it is not a template
                 if got is None:
                     entry = self.new_state(rid)
                     self.inline_entries[key] = entry
@@ -541,10 +554,104 @@ cdef class _Lowering:
                 else:
                     entry = got
                 self.nfa.special(s, EDGE_EPS, 0, entry)
-        elif tp is Repeat:
-            self.repeat(expr, s, t, rid, name, depth)
+        elif tp is Seq or tp is Alt or tp is Repeat:
+            self.composite(expr, tp, s, t, rid, name, depth)
         else:
             raise GrammarError(f"not an IR expression: {expr!r}", rule=name)
+        return 0
+
+    cdef int composite(self, expr, tp, int32_t s, int32_t t, int32_t rid, str name, int depth) except -1:
+        """A sequence, alternative or repetition; from its template once the same node was built twice.
+
+        Schemas repeat subtrees (every string value, a ``$ref`` target inlined at each use), and
+        walking the IR costs the interpreter per node, where copying a built fragment costs a
+        few C stores per edge. A node is recorded on its second use, so unique nodes cost no
+        memory; a fragment that defined a rule or deferred an inlined rule is never recorded.
+        """
+        cdef int32_t n0 = self.nfa.n_states, nb0 = self.nfa.n_b, nx0 = self.nfa.n_x, impure = self.impure
+        key = id(expr)
+        got = self.templates.get(key)
+        if got is not None and got[1] is not None:
+            return self.replay(<bytes> got[1], s, t, rid)
+        if tp is Seq:
+            self.sequence(expr, s, t, rid, name, depth)
+        elif tp is Alt:
+            if not expr.items:
+                raise GrammarError("empty alternative matches nothing", rule=name)
+            got_f = self.factored.get(key)
+            if got_f is None:
+                got_f = self.factored[key] = (_left_factor(expr.items), expr)
+            for item in got_f[0]:
+                self.frag(item, s, t, rid, name, depth + 1)
+        else:
+            self.repeat(expr, s, t, rid, name, depth)
+        if got is None:
+            self.templates[key] = (expr, None)  # seen once (holding expr keeps its id unique)
+        elif self.impure == impure and s != t and self.nfa.n_states > n0 and self.template_bytes < TEMPLATE_BYTES:
+            self.record(expr, s, t, n0, nb0, nx0)
+        return 0
+
+    cdef int record(self, expr, int32_t s, int32_t t, int32_t n0, int32_t nb0, int32_t nx0) except -1:
+        """Keep the fragment just built from ``s`` to ``t`` as ``expr``'s template, if it is self-contained."""
+        cdef int32_t n1 = self.nfa.n_states, i, v
+        cdef Template m = Template(s, t, n0, n1 - n0, self.nfa.n_b - nb0, self.nfa.n_x - nx0)
+        for i in range(nb0, self.nfa.n_b):
+            v = self.nfa.b[i].tgt
+            if not (v == s or v == t or n0 <= v < n1) or not (self.nfa.b[i].src == s or n0 <= self.nfa.b[i].src < n1):
+                return 0
+        for i in range(nx0, self.nfa.n_x):
+            v = self.nfa.x[i].tgt
+            if not (v == s or v == t or n0 <= v < n1) or not (self.nfa.x[i].src == s or n0 <= self.nfa.x[i].src < n1):
+                return 0
+        data = PyBytes_FromStringAndSize(NULL, sizeof(Template) + m.n_b * sizeof(ByteEdge) + m.n_x * sizeof(Special))
+        cdef char* p = PyBytes_AS_STRING(data)
+        memcpy(p, &m, sizeof(Template))
+        memcpy(p + sizeof(Template), &self.nfa.b[nb0], m.n_b * sizeof(ByteEdge))
+        memcpy(p + sizeof(Template) + m.n_b * sizeof(ByteEdge), &self.nfa.x[nx0], m.n_x * sizeof(Special))
+        self.templates[id(expr)] = (expr, data)
+        self.template_bytes += len(data)
+        return 0
+
+    cdef int replay(self, bytes data, int32_t s, int32_t t, int32_t rid) except -1:
+        """A copy of a recorded fragment from ``s`` to ``t``, its new states in frame ``rid``."""
+        cdef const char* p = PyBytes_AS_STRING(data)
+        cdef const Template* m = <const Template*> p
+        cdef const ByteEdge* b = <const ByteEdge*> (p + sizeof(Template))
+        cdef const Special* x = <const Special*> (p + sizeof(Template) + m.n_b * sizeof(ByteEdge))
+        cdef int32_t base = self.nfa.n_states, i
+        cdef ByteEdge* bo
+        cdef Special* xo
+        if base + m.n_states > self.max_states + 1:
+            self.new_state(rid)  # raises the bound's error
+        self.ticks += m.n_states
+        self.nfa.states(rid, m.n_states)
+        if not grow(<void**> &self.nfa.b, &self.nfa.b_cap, self.nfa.n_b + m.n_b, sizeof(ByteEdge)):
+            raise MemoryError()
+        if not grow(<void**> &self.nfa.x, &self.nfa.x_cap, self.nfa.n_x + m.n_x, sizeof(Special)):
+            raise MemoryError()
+        bo = &self.nfa.b[self.nfa.n_b]
+        for i in range(m.n_b):
+            bo[i] = b[i]
+            bo[i].src = _moved(m, b[i].src, s, t, base)
+            bo[i].tgt = _moved(m, b[i].tgt, s, t, base)
+        self.nfa.n_b += m.n_b
+        xo = &self.nfa.x[self.nfa.n_x]
+        for i in range(m.n_x):
+            xo[i] = x[i]
+            xo[i].src = _moved(m, x[i].src, s, t, base)
+            xo[i].tgt = _moved(m, x[i].tgt, s, t, base)
+        self.nfa.n_x += m.n_x
+        return 0
+
+    cdef int sequence(self, expr, int32_t s, int32_t t, int32_t rid, str name, int depth) except -1:
+        cdef tuple items = expr.items
+        cdef int32_t n = len(items), i, cur = s, nxt
+        for i in range(n):
+            nxt = t if i == n - 1 else self.new_state(rid)
+            self.frag(items[i], cur, nxt, rid, name, depth + 1)
+            cur = nxt
+        if n == 0:
+            self.nfa.special(s, EDGE_EPS, 0, t)
         return 0
 
     cdef int repeat(self, rep, int32_t s, int32_t t, int32_t rid, str name, int depth) except -1:
