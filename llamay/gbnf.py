@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 
 from . import ir, limits
 from .errors import GrammarError
+from .gc_pause import gc_paused
 from .utf8 import ANY_CHAR, MAX_CODE_POINT, char_class
 
 if TYPE_CHECKING:
@@ -422,6 +423,7 @@ def parse_gbnf(text: str) -> ParsedGrammar:
     return _Parser(text).grammar()
 
 
+@gc_paused
 def compile_gbnf(text: str, root: str = "root") -> CompiledGrammar:
     """Compile GBNF ``text`` into an automaton that starts at rule ``root``.
 

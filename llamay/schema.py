@@ -34,6 +34,7 @@ from . import json_grammar as jg
 from . import numeric
 from .errors import GrammarError, InternalError, SchemaError
 from .formats import APPROXIMATE, FORMATS
+from .gc_pause import gc_paused
 from .ir import EMPTY, Expr, Grammar, Ref, alt, alt_distinct, literal, optional, seq, star
 from .limits import COMPILE_SECONDS, MAX_DEPTH, MAX_SOURCE_BYTES
 from .regex import RegexError, pattern_string, python_regex
@@ -88,6 +89,7 @@ class Unsatisfiable(SchemaError):
     """No JSON value satisfies the (sub)schema; raised at the root, caught where a branch can go."""
 
 
+@gc_paused
 def compile_json_schema(schema, closed_objects: bool = True, whitespace_budget: int | None = 64) -> CompiledGrammar:
     """Compile ``schema`` (a parsed JSON value) to an automaton; ``.warnings`` lists what it ignores.
 
@@ -136,6 +138,7 @@ def schema_expr(
     return expr
 
 
+@gc_paused
 def any_json(object_only: bool = False, whitespace_budget: int | None = 64) -> CompiledGrammar:
     """Any valid JSON document (an object only, for ``json_object``), whitespace budgeted.
 

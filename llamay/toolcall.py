@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from . import json_grammar as jg
 from ._core.automaton import CompiledGrammar
 from .errors import UsageError
+from .gc_pause import gc_paused
 from .ir import EMPTY, Bytes, Expr, Grammar, Ref, alt, literal, merge_ranges, seq, star
 from .schema import schema_expr
 
@@ -30,6 +31,7 @@ CLOSE = b"</tool_call>"
 MODES = ("auto", "none", "required", "named")
 
 
+@gc_paused
 def compile_tool_calls(
     tools: Sequence[dict],
     mode: str,
