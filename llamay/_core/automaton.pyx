@@ -17,6 +17,10 @@ from libc.string cimport memcmp, memcpy
 
 import numpy as np
 
+cimport numpy as cnp
+
+cnp.import_array()
+
 CALL = EDGE_CALL
 INC = EDGE_INC
 EXIT = EDGE_EXIT
@@ -584,6 +588,11 @@ _FIELDS = ("b_start", "b_lo", "b_hi", "b_tgt", "b_ws", "x_start", "x_kind", "x_a
            "state_rule", "rule_start", "rule_min", "rule_max")
 
 
+cdef inline void* _data(cnp.ndarray arr) noexcept:
+    """The first byte of a contiguous array (``.ctypes.data`` builds an object per call)."""
+    return cnp.PyArray_DATA(arr)
+
+
 cdef class CompiledGrammar:
     """An immutable automaton: flat typed arrays, shared by every matcher and thread.
 
@@ -592,41 +601,45 @@ cdef class CompiledGrammar:
     """
 
     def __init__(self, dict arrays, int ws_budget, list rule_names, list warnings):
-        cdef int32_t n = len(arrays["final"])
+        cdef int32_t n = len(arrays["final"]), s
         cdef dict keep = {}
+        cdef uint8_t* tails
         for name in _FIELDS:
             arr = np.ascontiguousarray(arrays[name])
             if arr.size == 0:  # a zero-length array has no data pointer to borrow
                 arr = np.zeros(1, arr.dtype)
             keep[name] = arr
-        final, b_start, x_start = keep["final"], keep["b_start"], keep["x_start"]
-        tail = (final[:n].astype(bool) & (b_start[1 : n + 1] == b_start[:n]) & (x_start[1 : n + 1] == x_start[:n]))
-        keep["tail"] = np.ascontiguousarray(tail, np.uint8) if n else np.zeros(1, np.uint8)
         byteset = np.zeros(max(n, 1) * 8, np.uint32)
         _fill_byteset(keep["b_start"], keep["b_lo"], keep["b_hi"], byteset, n)
         self._arrays = keep
         self._byteset = byteset
         self.t.n_states = n
         self.t.ws_budget = ws_budget
-        self.t.b_start = <const int32_t*> <size_t> keep["b_start"].ctypes.data
-        self.t.b_lo = <const uint8_t*> <size_t> keep["b_lo"].ctypes.data
-        self.t.b_hi = <const uint8_t*> <size_t> keep["b_hi"].ctypes.data
-        self.t.b_tgt = <const int32_t*> <size_t> keep["b_tgt"].ctypes.data
-        self.t.b_ws = <const uint8_t*> <size_t> keep["b_ws"].ctypes.data
-        self.t.byteset = <const uint32_t*> <size_t> byteset.ctypes.data
-        self.t.x_start = <const int32_t*> <size_t> keep["x_start"].ctypes.data
-        self.t.x_kind = <const int32_t*> <size_t> keep["x_kind"].ctypes.data
-        self.t.x_arg = <const int32_t*> <size_t> keep["x_arg"].ctypes.data
-        self.t.x_tgt = <const int32_t*> <size_t> keep["x_tgt"].ctypes.data
-        self.t.final = <const uint8_t*> <size_t> keep["final"].ctypes.data
-        self.t.tail = <const uint8_t*> <size_t> keep["tail"].ctypes.data
-        self.t.state_rule = <const int32_t*> <size_t> keep["state_rule"].ctypes.data
-        self.t.rule_start = <const int32_t*> <size_t> keep["rule_start"].ctypes.data
-        self.t.rule_min = <const int32_t*> <size_t> keep["rule_min"].ctypes.data
-        self.t.rule_max = <const int32_t*> <size_t> keep["rule_max"].ctypes.data
+        self.t.b_start = <const int32_t*> _data(keep["b_start"])
+        self.t.b_lo = <const uint8_t*> _data(keep["b_lo"])
+        self.t.b_hi = <const uint8_t*> _data(keep["b_hi"])
+        self.t.b_tgt = <const int32_t*> _data(keep["b_tgt"])
+        self.t.b_ws = <const uint8_t*> _data(keep["b_ws"])
+        self.t.byteset = <const uint32_t*> _data(byteset)
+        self.t.x_start = <const int32_t*> _data(keep["x_start"])
+        self.t.x_kind = <const int32_t*> _data(keep["x_kind"])
+        self.t.x_arg = <const int32_t*> _data(keep["x_arg"])
+        self.t.x_tgt = <const int32_t*> _data(keep["x_tgt"])
+        self.t.final = <const uint8_t*> _data(keep["final"])
+        self.t.state_rule = <const int32_t*> _data(keep["state_rule"])
+        self.t.rule_start = <const int32_t*> _data(keep["rule_start"])
+        self.t.rule_min = <const int32_t*> _data(keep["rule_min"])
+        self.t.rule_max = <const int32_t*> _data(keep["rule_max"])
+        tail = np.zeros(max(n, 1), np.uint8)  # final states without edges: reaching one pops at once
+        tails = <uint8_t*> _data(tail)
+        for s in range(n):
+            tails[s] = self.t.final[s] and self.t.b_start[s] == self.t.b_start[s + 1] and (
+                self.t.x_start[s] == self.t.x_start[s + 1])
+        keep["tail"] = tail
+        self.t.tail = <const uint8_t*> _data(tail)
         canon = np.zeros(max(n, 1), np.int32)
-        self.t.canon = <const int32_t*> <size_t> canon.ctypes.data
-        if bisimulation(&self.t, <int32_t*> <size_t> canon.ctypes.data) < 0:
+        self.t.canon = <const int32_t*> _data(canon)
+        if bisimulation(&self.t, <int32_t*> _data(canon)) < 0:
             raise MemoryError("state classes")
         keep["canon"] = canon
         self.rule_names = rule_names
