@@ -1,0 +1,47 @@
+"""Code-point classes as UTF-8 automata: exactly the encodings of their code points, continuation states shared."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from llamay import Matcher, ir
+from llamay.json_grammar import CHAR
+from llamay.utf8 import ANY_CHAR, MAX_CODE_POINT, char_class
+
+_CODE_POINTS = st.integers(0, MAX_CODE_POINT)
+
+
+def _compiled(expr):
+    g = ir.Grammar()
+    g.define("root", expr)
+    return g.compile()
+
+
+def _accepts(compiled, data: bytes) -> bool:
+    m = Matcher(compiled)
+    return m.accept_bytes(data) and m.is_accepting()
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.tuples(_CODE_POINTS, _CODE_POINTS).map(sorted), min_size=1, max_size=4),
+    st.booleans(),
+    st.lists(_CODE_POINTS, min_size=1, max_size=20),
+)
+def test_a_class_accepts_exactly_the_utf8_of_its_code_points(ranges, negated, probes):
+    compiled = _compiled(char_class(ranges, negated=negated))
+    for cp in probes + [lo for lo, _ in ranges] + [hi for _, hi in ranges]:
+        inside = any(lo <= cp <= hi for lo, hi in ranges) != negated
+        encoded = chr(cp).encode("utf-8", "surrogatepass")
+        assert _accepts(compiled, encoded) == (inside and not 0xD800 <= cp <= 0xDFFF), hex(cp)
+        assert not _accepts(compiled, encoded[:-1])  # a character cut short is no character
+
+
+def test_sequences_share_their_continuation_bytes():
+    """No two states of "any character" (or a JSON string's character) behave alike: the
+    branches of different lead bytes meet on shared continuation states instead of copies."""
+    for expr in (ANY_CHAR, char_class(((0x20, 0x21), (0x23, 0x5B), (0x5D, MAX_CODE_POINT)))):
+        compiled = _compiled(expr)
+        assert len(set(compiled.state_classes.tolist())) == compiled.n_states
+    assert _compiled(CHAR).n_states <= 25
