@@ -423,7 +423,7 @@ def parse_gbnf(text: str) -> ParsedGrammar:
     return _Parser(text).grammar()
 
 
-@gc_paused
+@gc_paused()
 def compile_gbnf(text: str, root: str = "root") -> CompiledGrammar:
     """Compile GBNF ``text`` into an automaton that starts at rule ``root``.
 

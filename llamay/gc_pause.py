@@ -10,31 +10,22 @@ leaves behind are collected once the collector runs again.
 from __future__ import annotations
 
 import gc
-import threading
-from contextlib import ContextDecorator
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 
-class _Paused(ContextDecorator):
-    """Nests, and is shared by threads: the collector runs again when the last compile ends, if it ran before."""
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the collector; at the end, turn it back on if it was on (also a decorator: ``@gc_paused()``).
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._depth = 0
-        self._was_enabled = False
-
-    def __enter__(self) -> None:
-        with self._lock:
-            if self._depth == 0:
-                self._was_enabled = gc.isenabled()
-                gc.disable()
-            self._depth += 1
-
-    def __exit__(self, *exc) -> None:
-        with self._lock:
-            self._depth -= 1
-            if self._depth == 0 and self._was_enabled:
-                gc.enable()
-
-
-#: Decorates the compile entry points (JSON Schema, GBNF, tool calls).
-gc_paused = _Paused()
+    No count is kept across threads: overlapping compiles cannot keep the collector off for
+    longer than one compile (each is bounded by ``limits.COMPILE_SECONDS``), and a collector
+    the application turned off before the compile stays off.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()

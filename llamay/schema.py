@@ -89,7 +89,7 @@ class Unsatisfiable(SchemaError):
     """No JSON value satisfies the (sub)schema; raised at the root, caught where a branch can go."""
 
 
-@gc_paused
+@gc_paused()
 def compile_json_schema(schema, closed_objects: bool = True, whitespace_budget: int | None = 64) -> CompiledGrammar:
     """Compile ``schema`` (a parsed JSON value) to an automaton; ``.warnings`` lists what it ignores.
 
@@ -138,7 +138,7 @@ def schema_expr(
     return expr
 
 
-@gc_paused
+@gc_paused()
 def any_json(object_only: bool = False, whitespace_budget: int | None = 64) -> CompiledGrammar:
     """Any valid JSON document (an object only, for ``json_object``), whitespace budgeted.
 

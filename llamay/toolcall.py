@@ -31,7 +31,7 @@ CLOSE = b"</tool_call>"
 MODES = ("auto", "none", "required", "named")
 
 
-@gc_paused
+@gc_paused()
 def compile_tool_calls(
     tools: Sequence[dict],
     mode: str,

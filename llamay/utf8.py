@@ -8,6 +8,8 @@ Surrogates (U+D800..U+DFFF) are never produced.
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 from .ir import Bytes, Expr, alt, merge_ranges, seq
 
 MAX_CODE_POINT = 0x10FFFF
@@ -74,23 +76,30 @@ def char_class(ranges, *, negated: bool = False) -> Expr:
     """One complete UTF-8 character in (or, ``negated``, outside) the code-point ``ranges``."""
     if negated:
         ranges = negate(ranges)
-    return _suffix_shared(byte_sequences(ranges))
+    seqs = byte_sequences(ranges)
+    leads = sorted(s[0] for s in seqs)
+    return _branches(seqs, share_tails=all(a[1] < b[0] for a, b in pairwise(leads)))
 
 
-def _suffix_shared(seqs: list[list[tuple[int, int]]]) -> Expr:
-    """Byte-range sequences as one alternative whose branches share their common last bytes.
+def _branches(seqs: list[list[tuple[int, int]]], share_tails: bool) -> Expr:
+    """Byte-range sequences as one alternative; with ``share_tails``, branches share their common last bytes.
 
     ``E1-EC 80-BF 80-BF | EE-EF 80-BF 80-BF | ...`` becomes ``(E1-EC | EE-EF | ...) 80-BF 80-BF``:
     lowering shares prefixes, not suffixes, so written flat every branch would get its own
-    continuation states (20 for a JSON string's raw character instead of 9). Same language.
+    continuation states (20 for a JSON string's raw character instead of 9). Same language;
+    only where no two sequences share a lead byte, so that the branches stay deterministic
+    (``E1 88 B4-BF | E1 89-BF 80-BF`` grouped apart would leave two ``E1`` edges).
     """
     single = [s[0] for s in seqs if len(s) == 1]
     parts: list[Expr] = [Bytes(merge_ranges(single))] if single else []
-    by_last: dict[tuple[int, int], list[list[tuple[int, int]]]] = {}
-    for s in seqs:
-        if len(s) > 1:
+    longer = [s for s in seqs if len(s) > 1]
+    if share_tails:
+        by_last: dict[tuple[int, int], list[list[tuple[int, int]]]] = {}
+        for s in longer:
             by_last.setdefault(s[-1], []).append(s[:-1])
-    parts.extend(seq(_suffix_shared(heads), Bytes((last,))) for last, heads in by_last.items())
+        parts.extend(seq(_branches(heads, True), Bytes((last,))) for last, heads in by_last.items())
+    else:
+        parts.extend(seq(*(Bytes((r,)) for r in s)) for s in longer)
     return alt(*parts) if parts else alt()
 
 

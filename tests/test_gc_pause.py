@@ -46,9 +46,9 @@ def test_a_collector_the_application_turned_off_stays_off():
 
 
 def test_pauses_nest_and_end_when_the_outermost_ends():
-    with gc_paused:
+    with gc_paused():
         assert not gc.isenabled()
-        with gc_paused:
+        with gc_paused():
             assert not gc.isenabled()
         assert not gc.isenabled()
     assert gc.isenabled()
@@ -58,7 +58,7 @@ def test_overlapping_compiles_on_two_threads_leave_the_collector_on():
     inside, leave = threading.Event(), threading.Event()
 
     def hold():
-        with gc_paused:
+        with gc_paused():
             inside.set()
             leave.wait(10)
 
@@ -73,6 +73,6 @@ def test_overlapping_compiles_on_two_threads_leave_the_collector_on():
 
 
 def test_an_exception_inside_a_pause_ends_it():
-    with pytest.raises(ValueError), gc_paused:
+    with pytest.raises(ValueError), gc_paused():
         raise ValueError("bad input")
     assert gc.isenabled()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -30,7 +32,11 @@ def _accepts(compiled, data: bytes) -> bool:
     st.lists(_CODE_POINTS, min_size=1, max_size=20),
 )
 def test_a_class_accepts_exactly_the_utf8_of_its_code_points(ranges, negated, probes):
-    compiled = _compiled(char_class(ranges, negated=negated))
+    expr = char_class(ranges, negated=negated)
+    if expr == ir.alt():  # no character at all (every code point negated, or surrogates only)
+        assert all(0xD800 <= cp <= 0xDFFF or (any(lo <= cp <= hi for lo, hi in ranges) == negated) for cp in probes)
+        return
+    compiled = _compiled(expr)
     for cp in probes + [lo for lo, _ in ranges] + [hi for _, hi in ranges]:
         inside = any(lo <= cp <= hi for lo, hi in ranges) != negated
         encoded = chr(cp).encode("utf-8", "surrogatepass")
@@ -45,3 +51,14 @@ def test_sequences_share_their_continuation_bytes():
         compiled = _compiled(expr)
         assert len(set(compiled.state_classes.tolist())) == compiled.n_states
     assert _compiled(CHAR).n_states <= 25
+
+
+def test_a_lead_byte_that_starts_two_sequences_keeps_one_edge():
+    """``[U+1234-U+5678]`` starts two sequences with ``E1`` (and two with ``E5``): grouped by
+    their last bytes they would leave two ``E1`` edges, two configurations after one byte."""
+    compiled = _compiled(char_class(((0x1234, 0x5678),)))
+    t = compiled.tables
+    start = int(t["rule_start"][0])
+    edges = range(t["b_start"][start], t["b_start"][start + 1])
+    leads = [(int(t["b_lo"][e]), int(t["b_hi"][e])) for e in edges]
+    assert all(a[1] < b[0] for a, b in pairwise(sorted(leads))), leads

@@ -329,6 +329,7 @@ cdef class _Lowering:
     cdef dict size_memo, factored, templates  # keyed by id(): IR equality compares whole trees in Python
     cdef int64_t template_bytes
     cdef int32_t impure  # fragments that defined a rule or deferred work: theirs cannot be copied
+    cdef bint copies  # whether fragments are copied at all (off: the tests' oracle)
     cdef list rule_names, rule_start, rule_bounds, pending, frames
     cdef set recursive, nullable_rules
     cdef object root
@@ -337,7 +338,7 @@ cdef class _Lowering:
     cdef int max_depth, max_states, inline_states, unroll_states, max_repeat  # limits, read once
     cdef _NFA nfa
 
-    def __init__(self, dict rules, root):
+    def __init__(self, dict rules, root, bint copies):
         self.rules = rules
         self.nfa = _NFA()
         self.rule_ids = {}
@@ -361,6 +362,7 @@ cdef class _Lowering:
         self.templates = {}
         self.template_bytes = 0
         self.impure = 0
+        self.copies = copies
         self.pending = []
         self.frames = []
         self.ticks = 0
@@ -570,7 +572,7 @@ cdef class _Lowering:
         """
         cdef int32_t n0 = self.nfa.n_states, nb0 = self.nfa.n_b, nx0 = self.nfa.n_x, impure = self.impure
         key = id(expr)
-        got = self.templates.get(key)
+        got = self.templates.get(key) if self.copies else None
         if got is not None and got[1] is not None:
             return self.replay(<bytes> got[1], s, t, rid)
         if tp is Seq:
@@ -622,7 +624,9 @@ cdef class _Lowering:
         cdef ByteEdge* bo
         cdef Special* xo
         if base + m.n_states > self.max_states + 1:
-            self.new_state(rid)  # raises the bound's error
+            raise GrammarError(
+                f"grammar needs more than {self.max_states} automaton states (limit MAX_STATES)", rule=self.root
+            )
         self.ticks += m.n_states
         self.nfa.states(rid, m.n_states)
         if not grow(<void**> &self.nfa.b, &self.nfa.b_cap, self.nfa.n_b + m.n_b, sizeof(ByteEdge)):
@@ -882,15 +886,18 @@ cdef tuple _scan(_Lowering low, Edges* e, int32_t rid, list nullable):
     return fin, calls
 
 
-def lower(dict rules, root, *, whitespace_budget, list warnings):
-    """Lower ``rules`` onto the core automaton; raises ``GrammarError`` naming the rule at fault."""
+def lower(dict rules, root, *, whitespace_budget, list warnings, bint copies=True):
+    """Lower ``rules`` onto the core automaton; raises ``GrammarError`` naming the rule at fault.
+
+    ``copies=False`` builds every fragment from its IR, never from a copy (same tables, slower).
+    """
     cdef Edges e
     cdef _Lowering low
     if root not in rules:
         raise GrammarError(f"the root rule {root!r} is not defined", rule=root)
     if whitespace_budget is not None and whitespace_budget < 0:
         raise GrammarError(f"whitespace budget {whitespace_budget} is negative", rule=root)
-    low = _Lowering(rules, root)
+    low = _Lowering(rules, root, copies)
     low.frame_rule(root, root, rules[root], 0, 0)
     low.build()
     low.nfa.group(&e)
