@@ -13,7 +13,7 @@ from hypothesis import given, reject, settings
 from hypothesis import strategies as st
 from llamay._core.lowering import lower
 
-from llamay import GrammarError, LlamayError, Matcher, compile_json_schema, ir
+from llamay import GrammarError, LlamayError, Matcher, compile_json_schema, ir, limits
 from llamay.schema import schema_expr
 from tests.irgen import ALPHABET, grammars, to_regex
 
@@ -309,3 +309,28 @@ def test_copied_fragments_lower_exactly_as_built_ones(subset):
             np.testing.assert_array_equal(array, built[name], err_msg=name)
         compared += 1
     assert compared >= len(records) // 2
+
+
+@pytest.mark.parametrize("wraps", [0, 2, 6])
+def test_a_copied_fragment_is_refused_as_deep_as_a_built_one(monkeypatch, wraps):
+    """A node used twice, then a third time nested deeper: with copies it is refused (MAX_DEPTH)
+    exactly where building it would be, and otherwise lowers to the same tables."""
+    monkeypatch.setattr(limits, "MAX_DEPTH", 16)
+    node = ir.literal("ab")
+    for i in range(3):
+        node = ir.alt(ir.seq(ir.literal("x"), node), ir.literal(f"y{i}"))
+    wrapped = node
+    for i in range(wraps):
+        wrapped = ir.alt(ir.seq(ir.literal("z"), wrapped), ir.literal(f"w{i}"))
+    rules = {"root": ir.seq(node, ir.literal(";"), node, ir.literal(";"), wrapped)}
+    outcomes = []
+    for copies in (True, False):
+        try:
+            outcomes.append(lower(rules, "root", whitespace_budget=None, warnings=[], copies=copies).tables)
+        except GrammarError as exc:
+            assert "MAX_DEPTH" in str(exc)
+            outcomes.append(None)
+    assert (outcomes[0] is None) == (outcomes[1] is None) == (wraps == 6)
+    if outcomes[0] is not None:
+        for name, array in outcomes[0].items():
+            np.testing.assert_array_equal(array, outcomes[1][name], err_msg=name)

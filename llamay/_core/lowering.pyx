@@ -65,8 +65,8 @@ ctypedef struct Edges:          # edges grouped by source state: [start[s], star
     int32_t* x_start
 
 
-ctypedef struct Template:       # a fragment as first built: its ends, its new states, its edges
-    int32_t s, t, first, n_states, n_b, n_x
+ctypedef struct Template:       # a fragment as first built: its ends, its new states, its edges, its depth
+    int32_t s, t, first, n_states, n_b, n_x, height
 
 
 cdef inline int32_t _moved(const Template* m, int32_t v, int32_t s, int32_t t, int32_t base) noexcept nogil:
@@ -330,6 +330,7 @@ cdef class _Lowering:
     cdef int64_t template_bytes
     cdef int32_t impure  # fragments that defined a rule or deferred work: theirs cannot be copied
     cdef bint copies  # whether fragments are copied at all (off: the tests' oracle)
+    cdef int deepest  # the deepest expression walked so far (a copy is refused as deep as its first build)
     cdef list rule_names, rule_start, rule_bounds, pending, frames
     cdef set recursive, nullable_rules
     cdef object root
@@ -363,6 +364,7 @@ cdef class _Lowering:
         self.template_bytes = 0
         self.impure = 0
         self.copies = copies
+        self.deepest = 0
         self.pending = []
         self.frames = []
         self.ticks = 0
@@ -521,6 +523,8 @@ cdef class _Lowering:
         cdef tuple items
         if depth > self.max_depth:
             raise GrammarError(f"nesting deeper than {self.max_depth} (limit MAX_DEPTH)", rule=name)
+        if depth > self.deepest:
+            self.deepest = depth
         self.ticks += 1
         if self.ticks >= self.next_clock:
             self.next_clock = self.ticks + DEADLINE_EVERY
@@ -571,10 +575,12 @@ cdef class _Lowering:
         memory; a fragment that defined a rule or deferred an inlined rule is never recorded.
         """
         cdef int32_t n0 = self.nfa.n_states, nb0 = self.nfa.n_b, nx0 = self.nfa.n_x, impure = self.impure
+        cdef int outer = self.deepest, height
         key = id(expr)
         got = self.templates.get(key) if self.copies else None
         if got is not None and got[1] is not None:
-            return self.replay(<bytes> got[1], s, t, rid)
+            return self.replay(<bytes> got[1], s, t, rid, name, depth)
+        self.deepest = depth
         if tp is Seq:
             self.sequence(expr, s, t, rid, name, depth)
         elif tp is Alt:
@@ -587,16 +593,18 @@ cdef class _Lowering:
                 self.frag(item, s, t, rid, name, depth + 1)
         else:
             self.repeat(expr, s, t, rid, name, depth)
+        height = self.deepest - depth
+        self.deepest = max(outer, self.deepest)
         if got is None:
             self.templates[key] = (expr, None)  # seen once (holding expr keeps its id unique)
         elif self.impure == impure and s != t and self.nfa.n_states > n0 and self.template_bytes < TEMPLATE_BYTES:
-            self.record(expr, s, t, n0, nb0, nx0)
+            self.record(expr, s, t, n0, nb0, nx0, height)
         return 0
 
-    cdef int record(self, expr, int32_t s, int32_t t, int32_t n0, int32_t nb0, int32_t nx0) except -1:
+    cdef int record(self, expr, int32_t s, int32_t t, int32_t n0, int32_t nb0, int32_t nx0, int height) except -1:
         """Keep the fragment just built from ``s`` to ``t`` as ``expr``'s template, if it is self-contained."""
         cdef int32_t n1 = self.nfa.n_states, i, v
-        cdef Template m = Template(s, t, n0, n1 - n0, self.nfa.n_b - nb0, self.nfa.n_x - nx0)
+        cdef Template m = Template(s, t, n0, n1 - n0, self.nfa.n_b - nb0, self.nfa.n_x - nx0, height)
         for i in range(nb0, self.nfa.n_b):
             v = self.nfa.b[i].tgt
             if not (v == s or v == t or n0 <= v < n1) or not (self.nfa.b[i].src == s or n0 <= self.nfa.b[i].src < n1):
@@ -614,8 +622,11 @@ cdef class _Lowering:
         self.template_bytes += len(data)
         return 0
 
-    cdef int replay(self, bytes data, int32_t s, int32_t t, int32_t rid) except -1:
-        """A copy of a recorded fragment from ``s`` to ``t``, its new states in frame ``rid``."""
+    cdef int replay(self, bytes data, int32_t s, int32_t t, int32_t rid, str name, int depth) except -1:
+        """A copy of a recorded fragment from ``s`` to ``t``, its new states in frame ``rid``.
+
+        Refused where building it here would have been: nested past ``MAX_DEPTH``, over ``MAX_STATES``.
+        """
         cdef const char* p = PyBytes_AS_STRING(data)
         cdef const Template* m = <const Template*> p
         cdef const ByteEdge* b = <const ByteEdge*> (p + sizeof(Template))
@@ -623,6 +634,10 @@ cdef class _Lowering:
         cdef int32_t base = self.nfa.n_states, i
         cdef ByteEdge* bo
         cdef Special* xo
+        if depth + m.height > self.max_depth:
+            raise GrammarError(f"nesting deeper than {self.max_depth} (limit MAX_DEPTH)", rule=name)
+        if depth + m.height > self.deepest:
+            self.deepest = depth + m.height
         if base + m.n_states > self.max_states + 1:
             raise GrammarError(
                 f"grammar needs more than {self.max_states} automaton states (limit MAX_STATES)", rule=self.root
