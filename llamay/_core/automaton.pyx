@@ -251,51 +251,40 @@ cdef int32_t _unique_tuples(int32_t* a, int32_t n, int32_t w) noexcept nogil:
     return m
 
 
-cdef inline bint _before(const int32_t* p, const int32_t* q, int32_t w) noexcept nogil:
-    """Whether tuple ``p`` sorts strictly before tuple ``q`` (``w`` ints each)."""
-    cdef int32_t j
-    for j in range(w):
-        if p[j] != q[j]:
-            return p[j] < q[j]
-    return False
+cdef inline int32_t _as_set(int32_t* a, int32_t n, int32_t w) noexcept nogil:
+    """Sort and deduplicate ``n`` tuples of ``w`` ints, unless they are strictly increasing already
+    (packed edges come sorted by label: the usual case); returns how many are left."""
+    cdef int32_t i, j
+    for i in range(1, n):
+        j = 0
+        while j < w and a[(i - 1) * w + j] == a[i * w + j]:
+            j += 1
+        if j == w or a[(i - 1) * w + j] > a[i * w + j]:  # equal, or out of order
+            _sort_tuples(a, n, w)
+            return _unique_tuples(a, n, w)
+    return n
 
 
 cdef int32_t _signature(const Tables* t, const int32_t* cls, int32_t s, int32_t* x) noexcept nogil:
     """State ``s``'s signature into ``x``: its class, then its byte and special edges' labels with their
-    targets' classes (each kind sorted and deduplicated); returns its length.
-
-    Packed edges come sorted by label, so the tuples are usually in order already: they are
-    sorted only when they are not."""
-    cdef int32_t e, nb = 0, nx = 0, b0 = t.b_start[s], x0 = t.x_start[s]
-    cdef int32_t* y
-    cdef bint ordered = True
+    targets' classes (each kind sorted and deduplicated); returns its length."""
+    cdef int32_t e, nb = 0, nx = 0
+    cdef int32_t* y = &x[3]
     x[0] = cls[s]
-    y = &x[3]
-    for e in range(b0, t.b_start[s + 1]):
-        y[0] = t.b_lo[e]
-        y[1] = t.b_hi[e]
-        y[2] = t.b_ws[e]
-        y[3] = cls[t.b_tgt[e]]
-        if nb and ordered and not _before(y - 4, y, 4):
-            ordered = False
-        y += 4
+    for e in range(t.b_start[s], t.b_start[s + 1]):
+        y[4 * nb] = t.b_lo[e]
+        y[4 * nb + 1] = t.b_hi[e]
+        y[4 * nb + 2] = t.b_ws[e]
+        y[4 * nb + 3] = cls[t.b_tgt[e]]
         nb += 1
-    if not ordered:
-        _sort_tuples(&x[3], nb, 4)
-        nb = _unique_tuples(&x[3], nb, 4)
-    ordered = True
+    nb = _as_set(y, nb, 4)
     y = &x[3 + 4 * nb]
-    for e in range(x0, t.x_start[s + 1]):
-        y[0] = t.x_kind[e]
-        y[1] = t.x_arg[e]
-        y[2] = cls[t.x_tgt[e]]
-        if nx and ordered and not _before(y - 3, y, 3):
-            ordered = False
-        y += 3
+    for e in range(t.x_start[s], t.x_start[s + 1]):
+        y[3 * nx] = t.x_kind[e]
+        y[3 * nx + 1] = t.x_arg[e]
+        y[3 * nx + 2] = cls[t.x_tgt[e]]
         nx += 1
-    if not ordered:
-        _sort_tuples(&x[3 + 4 * nb], nx, 3)
-        nx = _unique_tuples(&x[3 + 4 * nb], nx, 3)
+    nx = _as_set(y, nx, 3)
     x[1] = nb
     x[2] = nx
     return 3 + 4 * nb + 3 * nx
@@ -310,10 +299,9 @@ cdef int bisimulation(const Tables* t, int32_t* canon) noexcept nogil:
     states have the same future, so the set machine and the mask cache treat them as one.
 
     Partition refinement, in the manner of Hopcroft, from (rule, finality, ``_digest`` of the
-    next ``LOOKAHEAD`` steps), a partition no finer than the answer, so that most states get
-    one signature: a state whose
-    successor moved to another class is *dirty*, and only dirty states get a fresh signature
-    (``_signature``). The clean members of a class still share the signature they had when it
+    next ``LOOKAHEAD`` steps): a partition no finer than the answer, so that most states get
+    one signature. A state whose successor moved to another class is *dirty*, and only dirty
+    states get a fresh signature (``_signature``). The clean members of a class still share the signature they had when it
     was last split, so one of them stands for all; the largest group keeps the class and the
     others move, their predecessors becoming dirty. Work follows moves, so a schema's long
     chains of inlined literals cost their length, not their length times the automaton's size.
@@ -334,7 +322,7 @@ cdef int bisimulation(const Tables* t, int32_t* canon) noexcept nogil:
     cdef int32_t* size = <int32_t*> malloc(n1 * sizeof(int32_t))
     # per class: member list, its length, dirty list, queued flag; the work stack of classes
     cdef int32_t* head = <int32_t*> malloc(n1 * sizeof(int32_t))
-    cdef int32_t* count = <int32_t*> malloc(n1 * sizeof(int32_t))
+    cdef int32_t* count = <int32_t*> calloc(n1, sizeof(int32_t))
     cdef int32_t* head_d = <int32_t*> malloc(n1 * sizeof(int32_t))
     cdef uint8_t* queued = <uint8_t*> calloc(n1, sizeof(uint8_t))
     cdef int32_t* work = <int32_t*> malloc(n1 * sizeof(int32_t))
@@ -371,6 +359,8 @@ cdef int bisimulation(const Tables* t, int32_t* canon) noexcept nogil:
             or slot_gen == NULL or digest == NULL or digest2 == NULL):
         rc = -1
     if rc == 0:
+        for s in range(n):  # every class (at most one per state) starts empty
+            head[s] = head_d[s] = -1
         for s in range(n):
             for e in range(t.b_start[s], t.b_start[s + 1]):
                 rev_start[t.b_tgt[e] + 1] += 1
@@ -406,9 +396,6 @@ cdef int bisimulation(const Tables* t, int32_t* canon) noexcept nogil:
                 slot_gen[q] = gen
                 slot_state[q] = s
                 slot_group[q] = n_cls
-                head[n_cls] = -1
-                head_d[n_cls] = -1
-                count[n_cls] = 0
                 queued[n_cls] = 1
                 work[n_work] = n_cls
                 n_work += 1
@@ -460,9 +447,6 @@ cdef int bisimulation(const Tables* t, int32_t* canon) noexcept nogil:
                     g_cls[g] = c
                 else:
                     g_cls[g] = n_cls
-                    head[n_cls] = -1
-                    head_d[n_cls] = -1
-                    count[n_cls] = 0
                     n_cls += 1
             n_moved = 0
             if r >= 0 and keep != 0:  # the clean members move: dirty ones were stamped with their group

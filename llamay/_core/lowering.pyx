@@ -78,6 +78,12 @@ cdef inline int32_t _moved(const Template* m, int32_t v, int32_t s, int32_t t, i
     return v - m.first + base
 
 
+cdef inline bint _inside(const Template* m, int32_t src, int32_t tgt) noexcept nogil:
+    """Whether an edge stays within the fragment: from its start or a new state, to its ends or a new state."""
+    cdef bint src_in = src == m.s or m.first <= src < m.first + m.n_states
+    return src_in and (tgt == m.s or tgt == m.t or m.first <= tgt < m.first + m.n_states)
+
+
 cdef int _cmp_byte(const void* a, const void* b) noexcept nogil:
     cdef const ByteEdge* p = <const ByteEdge*> a
     cdef const ByteEdge* q = <const ByteEdge*> b
@@ -370,6 +376,13 @@ cdef class _Lowering:
         self.ticks = 0
         self.next_clock = DEADLINE_EVERY
 
+    cdef too_deep(self, rule):
+        return GrammarError(f"nesting deeper than {self.max_depth} (limit MAX_DEPTH)", rule=rule)
+
+    cdef too_many_states(self):
+        message = f"grammar needs more than {self.max_states} automaton states (limit MAX_STATES)"
+        return GrammarError(message, rule=self.root)
+
     # -- sizes decide what is inlined and what is unrolled -------------------------------
     cdef int size(self, expr, int depth) except -1:
         cdef int n, body
@@ -377,7 +390,7 @@ cdef class _Lowering:
         if got is not None:
             return got[0]
         if depth > self.max_depth:
-            raise GrammarError(f"nesting deeper than {self.max_depth} (limit MAX_DEPTH)", rule=self.root)
+            raise self.too_deep(self.root)
         tp = type(expr)
         if tp is Bytes:
             n = 1
@@ -441,7 +454,7 @@ cdef class _Lowering:
         a counter its empty matches would spin the counter: such a grammar is refused.
         """
         if depth > self.max_depth:
-            raise GrammarError(f"nesting deeper than {self.max_depth} (limit MAX_DEPTH)", rule=self.root)
+            raise self.too_deep(self.root)
         if not _nullable(expr, self.nullable_rules):
             return expr
         tp = type(expr)
@@ -475,9 +488,7 @@ cdef class _Lowering:
     # -- construction ---------------------------------------------------------------------
     cdef int32_t new_state(self, int32_t rid) except -1:
         if self.nfa.n_states > self.max_states:
-            raise GrammarError(
-                f"grammar needs more than {self.max_states} automaton states (limit MAX_STATES)", rule=self.root
-            )
+            raise self.too_many_states()
         return self.nfa.state(rid)
 
     cdef int32_t frame_rule(self, key, str name, body, int32_t lo, int32_t hi) except -1:
@@ -522,7 +533,7 @@ cdef class _Lowering:
         cdef int lo, hi
         cdef tuple items
         if depth > self.max_depth:
-            raise GrammarError(f"nesting deeper than {self.max_depth} (limit MAX_DEPTH)", rule=name)
+            raise self.too_deep(name)
         if depth > self.deepest:
             self.deepest = depth
         self.ticks += 1
@@ -603,15 +614,13 @@ cdef class _Lowering:
 
     cdef int record(self, expr, int32_t s, int32_t t, int32_t n0, int32_t nb0, int32_t nx0, int height) except -1:
         """Keep the fragment just built from ``s`` to ``t`` as ``expr``'s template, if it is self-contained."""
-        cdef int32_t n1 = self.nfa.n_states, i, v
+        cdef int32_t n1 = self.nfa.n_states, i
         cdef Template m = Template(s, t, n0, n1 - n0, self.nfa.n_b - nb0, self.nfa.n_x - nx0, height)
         for i in range(nb0, self.nfa.n_b):
-            v = self.nfa.b[i].tgt
-            if not (v == s or v == t or n0 <= v < n1) or not (self.nfa.b[i].src == s or n0 <= self.nfa.b[i].src < n1):
+            if not _inside(&m, self.nfa.b[i].src, self.nfa.b[i].tgt):
                 return 0
         for i in range(nx0, self.nfa.n_x):
-            v = self.nfa.x[i].tgt
-            if not (v == s or v == t or n0 <= v < n1) or not (self.nfa.x[i].src == s or n0 <= self.nfa.x[i].src < n1):
+            if not _inside(&m, self.nfa.x[i].src, self.nfa.x[i].tgt):
                 return 0
         data = PyBytes_FromStringAndSize(NULL, sizeof(Template) + m.n_b * sizeof(ByteEdge) + m.n_x * sizeof(Special))
         cdef char* p = PyBytes_AS_STRING(data)
@@ -635,13 +644,11 @@ cdef class _Lowering:
         cdef ByteEdge* bo
         cdef Special* xo
         if depth + m.height > self.max_depth:
-            raise GrammarError(f"nesting deeper than {self.max_depth} (limit MAX_DEPTH)", rule=name)
+            raise self.too_deep(name)
         if depth + m.height > self.deepest:
             self.deepest = depth + m.height
         if base + m.n_states > self.max_states + 1:
-            raise GrammarError(
-                f"grammar needs more than {self.max_states} automaton states (limit MAX_STATES)", rule=self.root
-            )
+            raise self.too_many_states()
         self.ticks += m.n_states
         self.nfa.states(rid, m.n_states)
         if not grow(<void**> &self.nfa.b, &self.nfa.b_cap, self.nfa.n_b + m.n_b, sizeof(ByteEdge)):
