@@ -38,5 +38,9 @@ UNROLL_STATES = 64
 #: Expanded size (states) up to which a non-recursive rule is inlined at each use.
 INLINE_STATES = 4096
 
+#: The same for a rule inlined at more than one place: past it, one frame serves every use,
+#: so a ``$ref`` target (or a ``format``) used twice does not double the automaton.
+SHARE_STATES = 256
+
 #: Bytes of words in one lexicon (a request's list, or a --lexicon file).
 MAX_LEXICON_BYTES = 16 << 20

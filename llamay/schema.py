@@ -225,6 +225,7 @@ class _Compiler:
         self.refs: dict[int, str | None] = {}  # target -> rule name (None: unsatisfiable)
         self.unguarded: set[int] = set()  # targets entered since the last byte read
         self.depth = 0
+        self.strings: dict[tuple, Ref] = {}  # a regex string's arguments -> its rule
 
     def warn(self, keyword: str, pointer: str) -> None:
         _warn(self.warnings, keyword, pointer)
@@ -398,7 +399,12 @@ class _Compiler:
             for bound in ("minLength", "maxLength"):
                 if bound in node:
                     self.warn(bound, pointer)
-        return expr
+        # one rule per regex: where it is used more than once, lowering may build it once
+        key = (source, lo, hi, search)
+        ref = self.strings.get(key)
+        if ref is None:
+            ref = self.strings[key] = self.share(expr)
+        return ref
 
     # ------------------------------------------------------------ arrays
 

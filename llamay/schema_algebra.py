@@ -180,10 +180,13 @@ class Algebra:
             return [b]
         if not isinstance(b, RefTo) and not b:
             return [a]
-        if isinstance(b, RefTo) or isinstance(a, RefTo):
-            ref, other = (b, a) if isinstance(b, RefTo) else (a, b)
-            with self.inlining(ref):
-                return self.cross([other], self.alternatives(ref.target, ref.at), pointer)
+        # a reference is inlined where it stands: the left operand's properties come first
+        if isinstance(a, RefTo):
+            with self.inlining(a):
+                return self.cross(self.alternatives(a.target, a.at), [b], pointer)
+        if isinstance(b, RefTo):
+            with self.inlining(b):
+                return self.cross([a], self.alternatives(b.target, b.at), pointer)
         merged = self.merge_flat(a, b, pointer)
         return [] if merged is None else [merged]
 

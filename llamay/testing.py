@@ -15,6 +15,7 @@ import numpy as np
 
 from .errors import InternalError
 from .regex import RegexError, python_regex
+from .schema_keywords import legacy_ref
 from .schema_refs import pointer_target
 from .vocab import Vocabulary
 
@@ -103,6 +104,7 @@ class _KeyOrder:
 
     def __init__(self, root) -> None:
         self.root = root
+        self.legacy = legacy_ref(root)  # drafts 4-7: the keywords beside "$ref" are ignored
         self._validator = None
 
     def value(self, data, schemas: list):
@@ -122,6 +124,8 @@ class _KeyOrder:
             if not isinstance(s, dict) or id(s) in seen:
                 continue
             seen.add(id(s))
+            if self.legacy and isinstance(s.get("$ref"), str):
+                s = {"$ref": s["$ref"]}
             parts = list(_get(s, "allOf", list))
             if isinstance(s.get("$ref"), str):
                 parts.append(self.resolve(s["$ref"]))

@@ -38,6 +38,15 @@ def test_order_of_array_items_and_odd_schemas():
     assert list(declared_order({"b": 1, "a": 1}, {"$ref": "#", "required": ["a"]})) == ["a", "b"]
 
 
+def test_order_ignores_the_siblings_of_a_legacy_ref():
+    """Drafts 4-7 ignore the keywords beside ``$ref`` (so does the compiler): their names are extra keys."""
+    schema = {"$schema": "http://json-schema.org/draft-04/schema#", "$ref": "#/definitions/car",
+              "properties": {"track": {}}, "definitions": {"car": {"properties": {"reg": {}}}}}  # fmt: skip
+    assert list(declared_order({"track": 1, "reg": 1}, schema)) == ["reg", "track"]
+    del schema["$schema"]  # 2019-09 on: the siblings apply, before the target's
+    assert list(declared_order({"reg": 1, "track": 1}, schema)) == ["track", "reg"]
+
+
 def test_verdicts():
     item = {"valid": [True, False, True]}
     passing = verdict(item, {"ok": True, "compile": 0.001, "warned": False, "accepted": [True, False, True],

@@ -311,6 +311,43 @@ def test_what_cannot_be_exact_is_refused_by_name(schema, keyword):
     assert exc.value.keyword == keyword
 
 
+@pytest.mark.parametrize("ref_first", [True, False])
+def test_all_of_keeps_the_order_of_its_entries_around_a_ref(ref_first):
+    """A ``$ref`` entry's properties stand where the entry does (MaskBench: 32 valid instances)."""
+    entries = [{"$ref": "#/definitions/A"}, {"properties": {"y": {}}}]
+    schema = {"allOf": entries if ref_first else entries[::-1], "definitions": {"A": {"properties": {"x": {}}}}}
+    compiled = compile_json_schema(schema, closed_objects=False)
+    xy, yx = '{"x":1,"y":2}', '{"y":2,"x":1}'
+    assert accepts(compiled, xy if ref_first else yx)
+    assert not accepts(compiled, yx if ref_first else xy)
+
+
+@pytest.mark.parametrize(
+    ("value", "good", "bad"),
+    [
+        ({"$ref": "#/$defs/big"}, "{" + ",".join(f'"p{i}":"x"' for i in range(10)) + "}", '{"p0":"x"}'),
+        ({"type": "string", "format": "date-time"}, '"2024-02-29T23:59:60Z"', '"2023-02-29T12:00:00Z"'),
+    ],
+    ids=["ref", "format"],
+)
+def test_a_value_used_at_many_places_is_built_once(value, good, bad):
+    """Past ``limits.SHARE_STATES``, a rule that would be inlined at several places is one frame:
+    ten properties with the same ``$ref`` or ``format`` cost little more than two."""
+    names = [f"p{i}" for i in range(10)]
+    big = {"type": "object", "properties": {name: {"type": "string"} for name in names}, "required": names}
+
+    def schema(uses: int) -> dict:
+        return {"$defs": {"big": big}, "type": "object", "properties": {f"k{i}": value for i in range(uses)}}
+
+    one, two, ten = (compile_json_schema(schema(k)) for k in (1, 2, 10))
+    assert ten.n_states < 2 * one.n_states
+    assert ten.n_states - two.n_states < 8 * 40  # a key, a colon and a call per further use
+    doc = "{" + ",".join(f'"k{i}":{good}' for i in range(10)) + "}"
+    assert accepts(ten, doc)
+    assert not accepts(ten, doc.replace(good, bad, 1))  # the first use
+    assert not accepts(ten, doc[: -1 - len(good)] + bad + "}")  # the last
+
+
 def test_union_branches_share_one_rule_per_reference():
     """A definition used by many branches is one rule: the automaton grows with the schema, not the uses."""
     branches = [{"$ref": "#/$defs/big"} for _ in range(40)]

@@ -331,7 +331,7 @@ cdef int32_t _sorted_unique_specials(Special* a, int32_t n) noexcept nogil:
 
 
 cdef class _Lowering:
-    cdef dict rules, refs, rule_ids, rule_sizes, inline_entries
+    cdef dict rules, refs, copies_needed, rule_ids, rule_sizes, inline_entries
     cdef dict size_memo, factored, templates  # keyed by id(): IR equality compares whole trees in Python
     cdef int64_t template_bytes
     cdef int32_t impure  # fragments that defined a rule or deferred work: theirs cannot be copied
@@ -342,7 +342,7 @@ cdef class _Lowering:
     cdef object root
     cdef double deadline
     cdef int64_t ticks, next_clock  # expressions walked and states copied; when to look at the clock
-    cdef int max_depth, max_states, inline_states, unroll_states, max_repeat  # limits, read once
+    cdef int max_depth, max_states, inline_states, share_states, unroll_states, max_repeat  # limits, read once
     cdef _NFA nfa
 
     def __init__(self, dict rules, root, bint copies):
@@ -352,14 +352,16 @@ cdef class _Lowering:
         self.rule_names = []
         self.rule_start = []
         self.rule_bounds = []
-        self.refs = _references(rules)
+        self.refs, places = _references(rules)
         self.recursive = _recursive_rules(self.refs)
+        self.copies_needed = _copies(self.refs, places, root, self.recursive)
         self.size_memo = {}
         self.rule_sizes = {}
         self.deadline = time.monotonic() + limits.COMPILE_SECONDS
         self.max_depth = limits.MAX_DEPTH
         self.max_states = limits.MAX_STATES
         self.inline_states = limits.INLINE_STATES
+        self.share_states = limits.SHARE_STATES
         self.unroll_states = limits.UNROLL_STATES
         self.max_repeat = limits.MAX_REPEAT
         self.root = root
@@ -440,7 +442,9 @@ cdef class _Lowering:
         return name in self.recursive or name == self.root
 
     cdef bint is_frame(self, str name) except -1:
-        return self.is_frame_by_name(name) or self.rule_size(name) > self.inline_states
+        """A frame by name, or too big to inline: at each use, or at every use but one."""
+        bound = min(self.share_states, self.inline_states) if self.copies_needed.get(name, 0) > 1 else self.inline_states
+        return self.is_frame_by_name(name) or self.rule_size(name) > bound
 
     cdef bint counted(self, rep) except -1:
         """Whether ``rep`` runs on a frame counter rather than unrolled states."""
@@ -783,31 +787,77 @@ cdef set _nullable_rules(dict rules):
     return found
 
 
-cdef dict _references(dict rules):
-    """The defined rules each rule refers to, in order of appearance."""
-    cdef dict refs = {}
+cdef tuple _references(dict rules):
+    """Per rule: the defined rules it refers to, in order of appearance; and, per callee, the
+    places its uses continue at (``None``: where the rule itself does, for a use in tail
+    position; else the item after the use, or the loop of a repetition around it).
+    """
+    cdef dict refs = {}, places = {}, mine
     cdef set seen_nodes
+    cdef tuple items
     for name, expr in rules.items():
         out = []
-        stack = [expr]
+        mine = {}
+        stack = [(expr, None)]
         seen_nodes = set()  # expressions are DAGs: walk a shared subtree once per rule
         while stack:
-            e = stack.pop()
+            e, then = stack.pop()
             tp = type(e)
             if tp is Ref:
                 if e.name in rules:
                     out.append(e.name)
+                    mine.setdefault(e.name, set()).add(then)
             elif tp is Seq or tp is Alt:
-                for x in e.items:
+                items = e.items
+                for i in range(len(items)):
+                    x = items[i]
                     if type(x) is not Bytes and id(x) not in seen_nodes:
                         seen_nodes.add(id(x))
-                        stack.append(x)
+                        stack.append((x, then if tp is Alt or i == len(items) - 1 else (id(e), i)))
             elif tp is Repeat:
                 if id(e.item) not in seen_nodes:
                     seen_nodes.add(id(e.item))
-                    stack.append(e.item)
+                    stack.append((e.item, id(e)))
         refs[name] = out
-    return refs
+        places[name] = mine
+    return refs, places
+
+
+cdef dict _copies(dict refs, dict places, root, set recursive):
+    """Per rule reachable from ``root``: how many inlined copies it would need, 2 standing for more.
+
+    Lowering inlines a rule once per state it continues at. A frame (the root, a recursive rule)
+    continues at its own end; a use in tail position, wherever its caller continues; any other
+    use, at its own place in each copy of its caller. Callers are done before callees, in the
+    reverse post-order of a depth-first walk (but for callers on a cycle, which are frames).
+    """
+    cdef list order = [], work = [(root, 0)]
+    cdef set seen = {root}, theirs
+    cdef dict ends
+    while work:
+        node, i = work.pop()
+        succ = refs[node]
+        if i < len(succ):
+            work.append((node, i + 1))
+            if succ[i] not in seen:
+                seen.add(succ[i])
+                work.append((succ[i], 0))
+        else:
+            order.append(node)
+    ends = {name: set() for name in order}
+    for caller in reversed(order):
+        if caller == root or caller in recursive:
+            ends[caller] = {caller}
+        mine = ends[caller]
+        for callee, then in (<dict> places[caller]).items():
+            if callee == root or callee in recursive:  # a frame whatever its uses
+                continue
+            theirs = ends[callee]
+            for where in then:
+                for end in mine:
+                    if len(theirs) < 2:
+                        theirs.add(end if where is None else (caller, end, where))
+    return {name: len(e) for name, e in ends.items()}
 
 
 cdef set _recursive_rules(dict refs):
