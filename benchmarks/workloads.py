@@ -7,6 +7,7 @@ import time
 import numpy as np
 
 import llamay
+from llamay import testing
 from llamay.schema import compile_json_schema
 
 TOOL_SCHEMA = {
@@ -49,25 +50,8 @@ CITIES_MESSAGES = [{"role": "user", "content": "List ten large cities as JSON wi
 
 
 def greedy_tokens(grammar, vocab, document: bytes) -> list[int]:
-    """The longest allowed token at each position: a stand-in for a model's own tokenization."""
-    by_bytes: dict[bytes, int] = {}
-    for i in range(vocab.size):
-        b = vocab.token_bytes(i)
-        if b and b not in by_bytes:
-            by_bytes[b] = i
-    longest = max(map(len, by_bytes))
-    m = llamay.Matcher(grammar, vocab)
-    out, pos = [], 0
-    while pos < len(document):
-        for n in range(min(longest, len(document) - pos), 0, -1):
-            tok = by_bytes.get(document[pos : pos + n])
-            if tok is not None and m.accept_token(tok):
-                out.append(tok)
-                pos += n
-                break
-        else:
-            raise AssertionError(f"no token continues the document at byte {pos}")
-    return out
+    """``llamay.testing.greedy_tokens`` from the grammar's start."""
+    return testing.greedy_tokens(llamay.Matcher(grammar, vocab), vocab, document)
 
 
 def walk_document(matcher, mask, tokens, eos: int, times: list[float] | None = None) -> None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ._core.matcher import Matcher
 from .errors import InternalError
 from .regex import RegexError, python_regex
 from .schema_keywords import legacy_ref
@@ -76,6 +77,35 @@ def generate(matcher, scorer: ScriptedScorer, max_tokens: int) -> Generation:
             break
         chunks.append(vocab.token_bytes(token))
     out.text = b"".join(chunks)
+    return out
+
+
+def accepts(grammar, data: bytes | str) -> bool:
+    """Whether ``grammar`` accepts ``data`` as a whole document: its bytes, no tokenization."""
+    m = Matcher(grammar)
+    return m.accept_bytes(data.encode() if isinstance(data, str) else data) and m.is_accepting()
+
+
+def greedy_tokens(matcher, vocab, document: bytes) -> list[int]:
+    """The longest token that continues ``document`` and that ``matcher`` accepts, at every position:
+    a stand-in for a model's own tokenization. The matcher is left where it was."""
+    by_bytes: dict[bytes, int] = {}
+    for i in range(vocab.size):
+        b = vocab.token_bytes(i)
+        if b and b not in by_bytes:
+            by_bytes[b] = i
+    longest = max(map(len, by_bytes))
+    out, pos = [], 0
+    while pos < len(document):
+        for n in range(min(longest, len(document) - pos), 0, -1):
+            tok = by_bytes.get(document[pos : pos + n])
+            if tok is not None and matcher.accept_token(tok):
+                out.append(tok)
+                pos += n
+                break
+        else:
+            raise AssertionError(f"no token continues the document at byte {pos}")
+    matcher.rollback(len(out))
     return out
 
 

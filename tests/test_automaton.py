@@ -15,14 +15,10 @@ from llamay._core.lowering import lower
 
 from llamay import GrammarError, LlamayError, Matcher, compile_json_schema, ir, limits
 from llamay.schema import schema_expr
+from llamay.testing import accepts
 from tests.irgen import ALPHABET, grammars, to_regex
 
 _texts = st.binary(max_size=12) | st.lists(st.sampled_from([*ALPHABET, *"é".encode()]), max_size=24).map(bytes)
-
-
-def accepts(grammar, text: bytes) -> bool:
-    m = Matcher(grammar)
-    return m.accept_bytes(text) and m.is_accepting()
 
 
 @settings(max_examples=300, deadline=None)

@@ -8,7 +8,7 @@ import copy
 import jsonschema
 import pytest
 
-from llamay import Matcher
+from llamay.testing import accepts
 from llamay.toolcall import compile_tool_calls
 from tests.bfcl import entries, hermes
 from tests.conftest import corpus
@@ -16,11 +16,6 @@ from tests.conftest import corpus
 FILES = ["BFCL_v4_simple_python", "BFCL_v4_simple_java", "BFCL_v4_simple_javascript", "BFCL_v4_multiple",
          "BFCL_v4_parallel", "BFCL_v4_live_simple", "BFCL_v4_live_multiple", "BFCL_v4_live_parallel",
          "BFCL_v4_irrelevance"]
-
-
-def accepts(grammar, text: bytes) -> bool:
-    m = Matcher(grammar)
-    return m.accept_bytes(text) and m.is_accepting()
 
 
 def _validates(call: dict, tools: list[dict]) -> bool:

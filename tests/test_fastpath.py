@@ -18,6 +18,7 @@ from test_mask import accepted_by_stepping, allowed
 from llamay import Matcher, allocate_bitmask, compile_json_schema
 from llamay._core.dfa import slices_for
 from llamay._core.maskcache import cache_for
+from llamay.testing import greedy_tokens
 
 VOCABS = ["byte_vocab", "smollm2_vocab", "llama3_vocab", "gemma_vocab"]
 
@@ -96,28 +97,6 @@ SCHEMAS = {
         ],
     ),
 }
-
-
-def greedy_tokens(m: Matcher, vocab, document: bytes) -> list[int]:
-    """The longest token that continues ``document`` and that the matcher accepts, at every position."""
-    by_bytes: dict[bytes, int] = {}
-    for i in range(vocab.size):
-        b = vocab.token_bytes(i)
-        if b and b not in by_bytes:
-            by_bytes[b] = i
-    longest = max(map(len, by_bytes))
-    out, pos = [], 0
-    while pos < len(document):
-        for n in range(min(longest, len(document) - pos), 0, -1):
-            tok = by_bytes.get(document[pos : pos + n])
-            if tok is not None and m.accept_token(tok):
-                out.append(tok)
-                pos += n
-                break
-        else:
-            raise AssertionError(f"no token continues the document at byte {pos}")
-    m.rollback(len(out))
-    return out
 
 
 def _safe_chars(b: bytes) -> tuple[int, int]:

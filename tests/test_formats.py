@@ -21,8 +21,7 @@ from conftest import corpus
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llamay import ir
-from llamay._core.matcher import Matcher
+from llamay import ir, testing
 from llamay.formats import APPROXIMATE, FORMATS
 
 regex = pytest.importorskip("llamay.regex", reason="llamay/regex.py (the pattern compiler) is not there yet")
@@ -84,8 +83,7 @@ def matches(fmt: str, s: str) -> bool:
 
 
 def accepts(fmt: str, s: str) -> bool:
-    m = Matcher(automaton(fmt))
-    return m.accept_bytes(json.dumps(s, ensure_ascii=False).encode()) and m.is_accepting()
+    return testing.accepts(automaton(fmt), json.dumps(s, ensure_ascii=False))
 
 
 def suite_cases(fmt: str):

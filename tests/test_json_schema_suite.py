@@ -26,10 +26,9 @@ from dataclasses import dataclass, field
 import pytest
 from conftest import corpus
 
-from llamay._core.matcher import Matcher
 from llamay.errors import SchemaError
 from llamay.schema import Unsatisfiable, compile_json_schema
-from llamay.testing import compact, declared_order
+from llamay.testing import accepts, compact, declared_order
 
 DRAFTS = ["draft2020-12", "draft7", "draft4"]
 # The suite's files leave "$schema" out; llamay reads it (drafts 4-7 ignore the siblings of "$ref").
@@ -87,11 +86,6 @@ def keys_used(schema) -> set[str]:
     if isinstance(schema, list):
         return {k for v in schema for k in keys_used(v)}
     return set()
-
-
-def accepts(compiled, data: bytes) -> bool:
-    m = Matcher(compiled)
-    return m.accept_bytes(data) and m.is_accepting()
 
 
 def suite_groups(draft: str):

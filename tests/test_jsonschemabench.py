@@ -19,12 +19,11 @@ from collections import Counter
 import pytest
 from conftest import corpus
 
-from llamay._core.matcher import Matcher
 from llamay.errors import SchemaError
 from llamay.limits import COMPILE_SECONDS
 from llamay.schema import compile_json_schema
 from llamay.schema_keywords import SHAPES
-from llamay.testing import compact, declared_order
+from llamay.testing import accepts, compact, declared_order
 
 SUBSETS = [
     "Github_trivial", "Github_easy", "Github_medium", "Github_hard", "Github_ultra", "Glaiveai2K", "Kubernetes",
@@ -49,11 +48,6 @@ def records(subset: str):
     with gzip.open(corpus("jsonschemabench", f"{subset}.jsonl.gz"), "rt", encoding="utf-8") as lines:
         for line in lines:
             yield json.loads(line)
-
-
-def accepts(compiled, data: bytes) -> bool:
-    m = Matcher(compiled)
-    return m.accept_bytes(data) and m.is_accepting()
 
 
 def check_schema(rec: dict, tally: Counter, problems: list[str], rejected: set[str]) -> None:

@@ -24,9 +24,9 @@ from conftest import corpus
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from llamay._core.matcher import Matcher
 from llamay.ir import Grammar
 from llamay.regex import RegexError, _Cat, _Chars, _Or, _parse, _Rep, pattern_string, python_regex
+from llamay.testing import accepts
 
 EXAMPLES = settings(
     max_examples=10, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck), database=None
@@ -165,11 +165,6 @@ def automaton(pattern: str, lo: int = 0, hi: int | None = None):
     grammar = Grammar()
     grammar.define("root", expr)
     return grammar.compile("root")
-
-
-def accepts(compiled, data: bytes) -> bool:
-    m = Matcher(compiled)
-    return m.accept_bytes(data) and m.is_accepting()
 
 
 def automaton_matches(pattern: str, s: str, lo: int = 0, hi: int | None = None) -> bool:

@@ -21,15 +21,10 @@ from llamay._core.bitmask import allocate_bitmask
 from llamay._core.matcher import Matcher
 from llamay.errors import SchemaError
 from llamay.schema import Unsatisfiable, any_json, compile_json_schema
-from llamay.testing import ScriptedScorer, compact, declared_order, generate
+from llamay.testing import ScriptedScorer, accepts, compact, declared_order, generate
 from llamay.vocab import Vocabulary
 
 BYTE_VOCAB = Vocabulary([bytes([i]) for i in range(256)] + [b""], eos_ids=[256])
-
-
-def accepts(compiled, data: bytes | str) -> bool:
-    m = Matcher(compiled)
-    return m.accept_bytes(data.encode() if isinstance(data, str) else data) and m.is_accepting()
 
 
 def case(schema, text, accepted, id_, **options):

@@ -25,11 +25,11 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis_jsonschema import from_schema
 from openai.lib._pydantic import to_strict_json_schema
 from pydantic import BaseModel, Field
-from test_schema import accepts, random_walk
+from test_schema import random_walk
 
 from llamay.errors import SchemaError
 from llamay.schema import compile_json_schema
-from llamay.testing import compact, declared_order
+from llamay.testing import accepts, compact, declared_order
 
 TREE = {
     "$defs": {

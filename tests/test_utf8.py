@@ -7,8 +7,9 @@ from itertools import pairwise
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llamay import Matcher, ir
+from llamay import ir
 from llamay.json_grammar import CHAR
+from llamay.testing import accepts
 from llamay.utf8 import ANY_CHAR, MAX_CODE_POINT, char_class
 
 _CODE_POINTS = st.integers(0, MAX_CODE_POINT)
@@ -18,11 +19,6 @@ def _compiled(expr):
     g = ir.Grammar()
     g.define("root", expr)
     return g.compile()
-
-
-def _accepts(compiled, data: bytes) -> bool:
-    m = Matcher(compiled)
-    return m.accept_bytes(data) and m.is_accepting()
 
 
 @settings(max_examples=150, deadline=None)
@@ -40,8 +36,8 @@ def test_a_class_accepts_exactly_the_utf8_of_its_code_points(ranges, negated, pr
     for cp in probes + [lo for lo, _ in ranges] + [hi for _, hi in ranges]:
         inside = any(lo <= cp <= hi for lo, hi in ranges) != negated
         encoded = chr(cp).encode("utf-8", "surrogatepass")
-        assert _accepts(compiled, encoded) == (inside and not 0xD800 <= cp <= 0xDFFF), hex(cp)
-        assert not _accepts(compiled, encoded[:-1])  # a character cut short is no character
+        assert accepts(compiled, encoded) == (inside and not 0xD800 <= cp <= 0xDFFF), hex(cp)
+        assert not accepts(compiled, encoded[:-1])  # a character cut short is no character
 
 
 def test_sequences_share_their_continuation_bytes():

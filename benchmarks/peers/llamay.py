@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import llamay as _llamay
+from llamay import testing
 from llamay.schema import compile_json_schema
 
 from . import PeerVocab
@@ -45,8 +46,7 @@ def advance(m, token: int) -> bool:
 
 def accepts(compiled, data: bytes) -> bool:
     """Whether the grammar accepts ``data`` whole: the bytes themselves, no tokenization."""
-    m = _llamay.Matcher(compiled[0])
-    return m.accept_bytes(data) and m.is_accepting()
+    return testing.accepts(compiled[0], data)
 
 
 def warnings(compiled) -> list[str]:
