@@ -51,12 +51,17 @@ def apply_bitmask(logits, bitmask):
     lf = logits.reshape(rows, v)
     bm = bitmask.reshape(rows, words)
     if logits.dtype == np.float32:
-        _apply_f32(lf, bm)
+        _apply[float](lf, bm, NEG_INF)
     else:
-        _apply_f16(lf.view(np.uint16), bm)
+        _apply[uint16_t](lf.view(np.uint16), bm, HALF_NEG_INF)
 
 
-cdef void _apply_f32(float[:, ::1] logits, const int32_t[:, ::1] mask) noexcept:
+ctypedef fused logit_t:
+    float
+    uint16_t  # float16 bits: numpy's half has no C type here
+
+
+cdef void _apply(logit_t[:, ::1] logits, const int32_t[:, ::1] mask, logit_t neg_inf) noexcept:
     cdef Py_ssize_t r, w, b, i, v = logits.shape[1]
     cdef uint32_t word
     with nogil:
@@ -70,21 +75,4 @@ cdef void _apply_f32(float[:, ::1] logits, const int32_t[:, ::1] mask) noexcept:
                     if i >= v:
                         break
                     if not (word >> b) & 1:
-                        logits[r, i] = NEG_INF
-
-
-cdef void _apply_f16(uint16_t[:, ::1] logits, const int32_t[:, ::1] mask) noexcept:
-    cdef Py_ssize_t r, w, b, i, v = logits.shape[1]
-    cdef uint32_t word
-    with nogil:
-        for r in range(logits.shape[0]):
-            for w in range((v + 31) // 32):
-                word = <uint32_t> mask[r, w]
-                if word == ALL_ALLOWED:
-                    continue
-                for b in range(32):
-                    i = w * 32 + b
-                    if i >= v:
-                        break
-                    if not (word >> b) & 1:
-                        logits[r, i] = HALF_NEG_INF
+                        logits[r, i] = neg_inf

@@ -81,6 +81,15 @@ cdef inline uint32_t _mix(uint32_t h, uint32_t x) noexcept nogil:
     return (h << 15) | (h >> 17)
 
 
+cdef inline bint _resize(void** p, size_t size) noexcept nogil:
+    """``realloc`` in place: on failure ``*p`` is left as it was, still valid, and False returned."""
+    cdef void* q = realloc(p[0], size)
+    if q == NULL:
+        return False
+    p[0] = q
+    return True
+
+
 cdef inline bint _less(Config* x, Config* y) noexcept nogil:
     if x.state != y.state:
         return x.state < y.state
@@ -301,50 +310,18 @@ cdef class SetMachine:
             return D_FULL
         if s >= self.s_cap:
             cap = self.s_cap * 2
-            p = realloc(self.s_off, cap * sizeof(int64_t))
-            if p == NULL:
-                return D_OVERFLOW
-            self.s_off = <int64_t*> p
-            p = realloc(self.s_len, cap * sizeof(int32_t))
-            if p == NULL:
-                return D_OVERFLOW
-            self.s_len = <int32_t*> p
-            p = realloc(self.s_ws, cap * sizeof(int32_t))
-            if p == NULL:
-                return D_OVERFLOW
-            self.s_ws = <int32_t*> p
-            p = realloc(self.sn_cnt, cap * sizeof(int32_t))
-            if p == NULL:
-                return D_OVERFLOW
-            self.sn_cnt = <int32_t*> p
-            p = realloc(self.sn_off, cap * sizeof(int64_t))
-            if p == NULL:
-                return D_OVERFLOW
-            self.sn_off = <int64_t*> p
-            p = realloc(self.s_bnd, <size_t> cap * 4 * sizeof(uint64_t))
-            if p == NULL:
-                return D_OVERFLOW
-            self.s_bnd = <uint64_t*> p
-            p = realloc(self.s_bnd_ok, cap * sizeof(uint8_t))
-            if p == NULL:
-                return D_OVERFLOW
-            self.s_bnd_ok = <uint8_t*> p
-            p = realloc(self.s_fix, cap * sizeof(int64_t))
-            if p == NULL:
-                return D_OVERFLOW
-            self.s_fix = <int64_t*> p
-            p = realloc(self.s_live, <size_t> cap * 4 * sizeof(uint64_t))
-            if p == NULL:
-                return D_OVERFLOW
-            self.s_live = <uint64_t*> p
-            p = realloc(self.s_live_n, cap * sizeof(int32_t))
-            if p == NULL:
-                return D_OVERFLOW
-            self.s_live_n = <int32_t*> p
-            p = realloc(self.s_imm, cap * sizeof(int8_t))
-            if p == NULL:
-                return D_OVERFLOW
-            self.s_imm = <int8_t*> p
+            if not (_resize(<void**> &self.s_off, cap * sizeof(int64_t))
+                    and _resize(<void**> &self.s_len, cap * sizeof(int32_t))
+                    and _resize(<void**> &self.s_ws, cap * sizeof(int32_t))
+                    and _resize(<void**> &self.sn_cnt, cap * sizeof(int32_t))
+                    and _resize(<void**> &self.sn_off, cap * sizeof(int64_t))
+                    and _resize(<void**> &self.s_bnd, <size_t> cap * 4 * sizeof(uint64_t))
+                    and _resize(<void**> &self.s_bnd_ok, cap * sizeof(uint8_t))
+                    and _resize(<void**> &self.s_fix, cap * sizeof(int64_t))
+                    and _resize(<void**> &self.s_live, <size_t> cap * 4 * sizeof(uint64_t))
+                    and _resize(<void**> &self.s_live_n, cap * sizeof(int32_t))
+                    and _resize(<void**> &self.s_imm, cap * sizeof(int8_t))):
+                return D_OVERFLOW  # the arrays already grown stay valid: only s_cap says how many are
             self.s_cap = cap
         if self.pool_len + n > self.pool_cap:
             pcap = self.pool_cap * 2

@@ -3,9 +3,11 @@
 
 Theory of operation. Every *frame rule* becomes a small NFA over bytes with one start
 and one final state; reaching the final state pops the frame. Frame rules are the root,
-rules that take part in recursion, rules too big to copy, and counted repetitions.
-Everything else is inlined at each use, so a JSON Schema without ``$ref`` is one frame:
-the mask cache (``_core.maskcache``) can then decide most tokens from the top frame alone.
+rules that take part in recursion, rules too big to copy (``limits.INLINE_STATES``), or
+to copy more than once (``limits.SHARE_STATES``: a ``$ref`` target or a ``format`` used at
+several places), and counted repetitions. Everything else is inlined at each use, so a
+JSON Schema without shared parts is one frame: the mask cache (``_core.maskcache``) can
+then decide most tokens from the top frame alone.
 
 Edges are of four kinds: a byte range (optionally charged to the whitespace budget);
 ``CALL r`` (push a frame returning to the edge's target, enter rule ``r`` with counter 0);
@@ -443,7 +445,9 @@ cdef class _Lowering:
 
     cdef bint is_frame(self, str name) except -1:
         """A frame by name, or too big to inline: at each use, or at every use but one."""
-        bound = min(self.share_states, self.inline_states) if self.copies_needed.get(name, 0) > 1 else self.inline_states
+        cdef int bound = self.inline_states
+        if self.copies_needed.get(name, 0) > 1:
+            bound = min(bound, self.share_states)
         return self.is_frame_by_name(name) or self.rule_size(name) > bound
 
     cdef bint counted(self, rep) except -1:
