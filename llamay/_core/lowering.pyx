@@ -333,14 +333,14 @@ cdef int32_t _sorted_unique_specials(Special* a, int32_t n) noexcept nogil:
 
 
 cdef class _Lowering:
-    cdef dict rules, refs, copies_needed, rule_ids, rule_sizes, inline_entries
+    cdef dict rules, refs, rule_ids, rule_sizes, inline_entries
     cdef dict size_memo, factored, templates  # keyed by id(): IR equality compares whole trees in Python
     cdef int64_t template_bytes
     cdef int32_t impure  # fragments that defined a rule or deferred work: theirs cannot be copied
     cdef bint copies  # whether fragments are copied at all (off: the tests' oracle)
     cdef int deepest  # the deepest expression walked so far (a copy is refused as deep as its first build)
     cdef list rule_names, rule_start, rule_bounds, pending, frames
-    cdef set recursive, nullable_rules
+    cdef set recursive, nullable_rules, copied  # copied: rules that inlining would build more than once
     cdef object root
     cdef double deadline
     cdef int64_t ticks, next_clock  # expressions walked and states copied; when to look at the clock
@@ -356,7 +356,7 @@ cdef class _Lowering:
         self.rule_bounds = []
         self.refs, places = _references(rules)
         self.recursive = _recursive_rules(self.refs)
-        self.copies_needed = _copies(self.refs, places, root, self.recursive)
+        self.copied = _copied(self.refs, places, root, self.recursive)
         self.size_memo = {}
         self.rule_sizes = {}
         self.deadline = time.monotonic() + limits.COMPILE_SECONDS
@@ -446,7 +446,7 @@ cdef class _Lowering:
     cdef bint is_frame(self, str name) except -1:
         """A frame by name, or too big to inline: at each use, or at every use but one."""
         cdef int bound = self.inline_states
-        if self.copies_needed.get(name, 0) > 1:
+        if name in self.copied:
             bound = min(bound, self.share_states)
         return self.is_frame_by_name(name) or self.rule_size(name) > bound
 
@@ -827,13 +827,14 @@ cdef tuple _references(dict rules):
     return refs, places
 
 
-cdef dict _copies(dict refs, dict places, root, set recursive):
-    """Per rule reachable from ``root``: how many inlined copies it would need, 2 standing for more.
+cdef set _copied(dict refs, dict places, root, set recursive):
+    """The rules reachable from ``root`` that inlining would build more than once.
 
     Lowering inlines a rule once per state it continues at. A frame (the root, a recursive rule)
     continues at its own end; a use in tail position, wherever its caller continues; any other
-    use, at its own place in each copy of its caller. Callers are done before callees, in the
-    reverse post-order of a depth-first walk (but for callers on a cycle, which are frames).
+    use, at its own place in each copy of its caller. Each rule collects those places (two are
+    all the answer needs), callers before callees, in the reverse post-order of a depth-first
+    walk (but for callers on a cycle, which are frames).
     """
     cdef list order = [], work = [(root, 0)]
     cdef set seen = {root}, theirs
@@ -861,7 +862,7 @@ cdef dict _copies(dict refs, dict places, root, set recursive):
                 for end in mine:
                     if len(theirs) < 2:
                         theirs.add(end if where is None else (caller, end, where))
-    return {name: len(e) for name, e in ends.items()}
+    return {name for name, e in ends.items() if len(e) > 1}
 
 
 cdef set _recursive_rules(dict refs):
