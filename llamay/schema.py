@@ -22,6 +22,7 @@ for a digit automaton, count bounds on objects too large to count.
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from decimal import Decimal
@@ -51,7 +52,7 @@ from .schema_keywords import (
     child,
     legacy_ref,
 )
-from .schema_refs import Resolver, declares_ids
+from .schema_refs import Resolver, declares_ids, one_base
 
 if TYPE_CHECKING:
     from ._core.automaton import CompiledGrammar
@@ -66,6 +67,9 @@ _ARRAY_KEYWORDS = ("items", "prefixItems", "minItems", "maxItems", "uniqueItems"
 _STRING_KEYWORDS = ("minLength", "maxLength", "pattern", "format")
 _NUMBER_KEYWORDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
 _TYPED_KEYWORDS = _OBJECT_KEYWORDS + _ARRAY_KEYWORDS + _STRING_KEYWORDS + _NUMBER_KEYWORDS
+
+#: The key of a flat schema: a merged ``multipleOf`` may be a Decimal (a number elsewhere is refused).
+_FLAT_KEY = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False, default=str)
 
 #: Declared properties times counted members above which min/maxProperties are warned, not counted.
 _MAX_COUNTED_MEMBERS = 2048
@@ -127,13 +131,15 @@ def schema_expr(
     legacy = legacy_ref(schema)
     resolver = Resolver(schema, legacy, ids=declares_ids(source))
     found: list[str] = []
+    notes: list[tuple[str, str]] = []  # (keyword, pointer) the compiler does not enforce
     try:
         Checker(found, deadline, resolver, legacy).schema(schema, pointer, "schema", 0)
-        algebra = Algebra(resolver, legacy, closed_objects, _search, lambda k, p: _warn(found, k, p))
-        compiler = _Compiler(grammar, closed_objects, deadline, algebra, found)
+        algebra = Algebra(resolver, legacy, closed_objects, _search, lambda k, p: notes.append((k, p)))
+        compiler = _Compiler(grammar, closed_objects, deadline, algebra, notes, shared_by_text=one_base(source, schema))
         expr = compiler.value(schema, pointer)
     except RecursionError:
         raise SchemaError("schema nests too deeply to compile", keyword="MAX_DEPTH", pointer=pointer) from None
+    found.extend(_warning(keyword, at) for keyword, at in notes)
     warnings.extend(w for w in dict.fromkeys(found) if w not in warnings)
     return expr
 
@@ -150,8 +156,8 @@ def any_json(object_only: bool = False, whitespace_budget: int | None = 64) -> C
     return grammar.compile("root", whitespace_budget=whitespace_budget, warnings=[])
 
 
-def _warn(warnings: list[str], keyword: str, pointer: str) -> None:
-    warnings.append(f"{keyword} not enforced at {pointer or '(root)'}")
+def _warning(keyword: str, pointer: str) -> str:
+    return f"{keyword} not enforced at {pointer or '(root)'}"
 
 
 def _search(pattern: str, text: str) -> bool:
@@ -215,12 +221,16 @@ def _numeric_bounds(node: dict):
 class _Compiler:
     """Pass 2: a checked schema to IR expressions; named rules only where sharing or recursion needs them."""
 
-    def __init__(self, grammar: Grammar, closed_objects: bool, deadline: float, algebra: Algebra, warnings) -> None:
+    def __init__(
+        self, grammar: Grammar, closed_objects: bool, deadline: float, algebra: Algebra, notes, *, shared_by_text: bool
+    ) -> None:
         self.grammar = grammar
         self.closed_objects = closed_objects
         self.deadline = deadline
         self.algebra = algebra
-        self.warnings = warnings
+        self.notes = notes
+        self.flats: dict[str, tuple] | None = {} if shared_by_text else None  # flat schema text -> its value
+        self.deepest = 0  # the deepest self.depth reached
         self.rules = 0
         self.refs: dict[int, str | None] = {}  # target -> rule name (None: unsatisfiable)
         self.unguarded: set[int] = set()  # targets entered since the last byte read
@@ -228,7 +238,7 @@ class _Compiler:
         self.strings: dict[tuple, Ref] = {}  # a regex string's arguments -> its rule
 
     def warn(self, keyword: str, pointer: str) -> None:
-        _warn(self.warnings, keyword, pointer)
+        self.notes.append((keyword, pointer))
 
     def any_value(self) -> Ref:
         return jg.define_any_value(self.grammar)
@@ -237,6 +247,7 @@ class _Compiler:
         """The values ``node`` admits; raises ``Unsatisfiable`` when there are none."""
         check_deadline(self.deadline, pointer)
         self.depth += 1
+        self.deepest = max(self.deepest, self.depth)
         if self.depth > MAX_DEPTH:  # merged property schemas nest as the instances would
             raise SchemaError(f"schema nests deeper than {MAX_DEPTH} levels", keyword="MAX_DEPTH", pointer=pointer)
         try:
@@ -284,7 +295,38 @@ class _Compiler:
         return Ref(name)
 
     def flat(self, node: dict, pointer: str) -> Expr:
-        """A schema without combinators."""
+        """A schema without combinators; equal ones compile once, the second use on as one rule.
+
+        Bundled schemas repeat definitions inline (one in the corpus holds 172 copies of one
+        object): sharing one rule lets lowering build it once. The text is the key only where no
+        ``$id`` moves the base of a ``$ref`` (then equal text means equal values); the depth
+        bound and the warnings hold at each use as if it had been compiled there.
+        """
+        if self.flats is None:
+            return self.flat_once(node, pointer)
+        key = _FLAT_KEY.encode(node)
+        got = self.flats.get(key)
+        if got is None:
+            outer, self.deepest = self.deepest, self.depth
+            first = len(self.notes)
+            try:
+                expr = self.flat_once(node, pointer)
+            finally:
+                height, self.deepest = self.deepest - self.depth, max(outer, self.deepest)
+            # a note below this node moves with it; one at a $ref target stays where it is
+            notes = [(k, p[len(pointer):], True) if p == pointer or p.startswith(pointer + "/") else (k, p, False)
+                     for k, p in self.notes[first:]]  # fmt: skip
+            self.flats[key] = [expr, notes, height]
+            return expr
+        expr, notes, height = got
+        if self.depth + height > MAX_DEPTH:
+            raise SchemaError(f"schema nests deeper than {MAX_DEPTH} levels", keyword="MAX_DEPTH", pointer=pointer)
+        self.notes.extend((k, pointer + p if below else p) for k, p, below in notes)
+        if not isinstance(expr, Ref) and expr != EMPTY:
+            expr = got[0] = self.share(expr)
+        return expr
+
+    def flat_once(self, node: dict, pointer: str) -> Expr:
         for keyword in node.get(UNMERGED, ()):
             self.warn(keyword, pointer)
         if "enum" in node or "const" in node:

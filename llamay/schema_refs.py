@@ -114,6 +114,18 @@ def declares_ids(source: str) -> bool:
     return any(f'"{key}":"' in source for key in ("$id", "id", "$anchor"))
 
 
+def one_base(source: str, root) -> bool:
+    """Whether every subschema of a document (serialized as for ``declares_ids``) has the root's base URI.
+
+    Only an ``$id`` (``id`` in draft 4) below the root moves a base; an anchor names a node
+    without moving one. A string-valued ``id`` key anywhere else (in an ``enum``, say) only
+    makes the answer a cautious ``False``.
+    """
+    declared = source.count('"$id":"') + source.count('"id":"')
+    at_root = isinstance(root, dict) and isinstance(root.get("$id", root.get("id")), str)
+    return declared == at_root
+
+
 def pointer_target(document, fragment: str):
     """The value a JSON Pointer fragment (``/a/0``, percent-encoded) names in ``document``; ``None``: nothing."""
     node = document

@@ -348,6 +348,40 @@ def test_a_value_used_at_many_places_is_built_once(value, good, bad):
     assert not accepts(ten, doc[: -1 - len(good)] + bad + "}")  # the last
 
 
+def test_equal_subschemas_written_inline_are_built_once():
+    """Bundled schemas repeat a definition inline (one in MaskBench 172 times): equal flat schemas
+    are one rule, so lowering builds them once; each copy still warns and is enforced where it is."""
+    names = [f"p{i}" for i in range(10)]
+    big = {"type": "object", "properties": {name: {"type": "string", "format": "x-unknown"} for name in names},
+           "required": names}  # fmt: skip
+
+    def schema(uses: int) -> dict:
+        return {"type": "object", "properties": {f"k{i}": json.loads(json.dumps(big)) for i in range(uses)}}
+
+    two, ten = (compile_json_schema(schema(k)) for k in (2, 10))
+    assert ten.n_states - two.n_states < 8 * 40  # a key, a colon and a call per further use
+    assert {f"format not enforced at /properties/k{i}/properties/p9" for i in range(10)} <= set(ten.warnings)
+    good = "{" + ",".join(f'"{name}":"x"' for name in names) + "}"
+    doc = "{" + ",".join(f'"k{i}":{good}' for i in range(10)) + "}"
+    assert accepts(ten, doc)
+    assert not accepts(ten, doc.replace('"p9":"x"', '"p9":1', 1))  # the first copy
+    assert not accepts(ten, doc[: -len('"x"}}')] + "1}}")  # the last
+
+
+def test_equal_text_under_another_base_uri_is_another_schema():
+    """The same ``$ref`` text names another definition under another ``$id``: no sharing by text there."""
+    def under(base: str, kind: str) -> dict:
+        return {"$id": base, "$defs": {"t": {"type": kind}}, "type": "object",
+                "properties": {"v": {"$ref": "#/$defs/t"}}, "required": ["v"]}  # fmt: skip
+
+    schema = {"type": "object", "properties": {"a": under("http://x/a.json", "integer"),
+                                               "b": under("http://x/b.json", "string")}}  # fmt: skip
+    compiled = compile_json_schema(schema)
+    assert accepts(compiled, '{"a":{"v":1},"b":{"v":"s"}}')
+    assert not accepts(compiled, '{"a":{"v":"s"},"b":{"v":"s"}}')
+    assert not accepts(compiled, '{"a":{"v":1},"b":{"v":1}}')
+
+
 def test_union_branches_share_one_rule_per_reference():
     """A definition used by many branches is one rule: the automaton grows with the schema, not the uses."""
     branches = [{"$ref": "#/$defs/big"} for _ in range(40)]

@@ -8,7 +8,7 @@ from urllib.parse import urldefrag, urljoin
 import pytest
 
 from llamay.json_grammar import dumps
-from llamay.schema_refs import _DOCUMENT, _split, declares_ids
+from llamay.schema_refs import _DOCUMENT, _split, declares_ids, one_base
 
 _REFS = ["#", "#/", "#/$defs/a", "#/definitions/a b", "#/a#b", "#/%25/~0~1", "#/é/\u2028", "#a\tb", "#/a\nb", "#\r"]
 
@@ -41,3 +41,18 @@ def test_split_on_random_fragments():
 )
 def test_declares_ids(schema, declared):
     assert declares_ids(dumps(schema)) is declared
+
+
+@pytest.mark.parametrize(
+    ("schema", "one"),
+    [
+        ({"properties": {"a": {}}}, True),
+        ({"$id": "http://x/a.json", "properties": {"a": {}}}, True),  # the root's own base
+        ({"$id": "http://x/a.json", "properties": {"a": {"$id": "b.json"}}}, False),
+        ({"properties": {"a": {"id": "http://x/b.json"}}}, False),  # draft 4 spelling
+        ({"$defs": {"a": {"$anchor": "a"}}}, True),  # an anchor names a node, it moves no base
+        ({"enum": [{"id": "x"}]}, False),  # looks like one: a cautious no
+    ],
+)
+def test_one_base(schema, one):
+    assert one_base(dumps(schema), schema) is one
