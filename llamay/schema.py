@@ -71,6 +71,8 @@ _TYPED_KEYWORDS = _OBJECT_KEYWORDS + _ARRAY_KEYWORDS + _STRING_KEYWORDS + _NUMBE
 #: The key of a flat schema: a merged ``multipleOf`` may be a Decimal (a number elsewhere is refused).
 _FLAT_KEY = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False, default=str)
 
+_UNSEEN = object()
+
 #: Declared properties times counted members above which min/maxProperties are warned, not counted.
 _MAX_COUNTED_MEMBERS = 2048
 
@@ -229,7 +231,8 @@ class _Compiler:
         self.deadline = deadline
         self.algebra = algebra
         self.notes = notes
-        self.flats: dict[str, tuple] | None = {} if shared_by_text else None  # flat schema text -> its value
+        self.flats: dict[str, list] | None = {} if shared_by_text else None  # flat schema text -> flat_entry
+        self.shapes: dict[tuple, tuple | None] = {}  # the first flat schema of a shape, until a second comes
         self.deepest = 0  # the deepest self.depth reached
         self.rules = 0
         self.refs: dict[int, str | None] = {}  # target -> rule name (None: unsatisfiable)
@@ -299,32 +302,47 @@ class _Compiler:
 
         Bundled schemas repeat definitions inline (one in the corpus holds 172 copies of one
         object): sharing one rule lets lowering build it once. The text is the key only where no
-        ``$id`` moves the base of a ``$ref`` (then equal text means equal values); the depth
-        bound and the warnings hold at each use as if it had been compiled there.
+        ``$id`` moves the base of a ``$ref`` (then equal text means equal values), and only from
+        the second schema of a shape (its keywords and property names) on: serializing every
+        node would cost as much as compiling it. The depth bound and the warnings hold at each
+        use as if it had been compiled there.
         """
         if self.flats is None:
             return self.flat_once(node, pointer)
+        shape = (tuple(node), tuple(node.get("properties", ())))
+        first = self.shapes.get(shape, _UNSEEN)
+        if first is _UNSEEN:
+            entry = self.flat_entry(node, pointer)
+            self.shapes[shape] = (node, entry)
+            return entry[0]
+        if first is not None:  # the second of its shape: the first is keyed now
+            self.flats[_FLAT_KEY.encode(first[0])] = first[1]
+            self.shapes[shape] = None
         key = _FLAT_KEY.encode(node)
-        got = self.flats.get(key)
-        if got is None:
-            outer, self.deepest = self.deepest, self.depth
-            first = len(self.notes)
-            try:
-                expr = self.flat_once(node, pointer)
-            finally:
-                height, self.deepest = self.deepest - self.depth, max(outer, self.deepest)
-            # a note below this node moves with it; one at a $ref target stays where it is
-            notes = [(k, p[len(pointer):], True) if p == pointer or p.startswith(pointer + "/") else (k, p, False)
-                     for k, p in self.notes[first:]]  # fmt: skip
-            self.flats[key] = [expr, notes, height]
-            return expr
-        expr, notes, height = got
+        entry = self.flats.get(key)
+        if entry is None:
+            entry = self.flats[key] = self.flat_entry(node, pointer)
+            return entry[0]
+        expr, notes, height = entry
         if self.depth + height > MAX_DEPTH:
             raise SchemaError(f"schema nests deeper than {MAX_DEPTH} levels", keyword="MAX_DEPTH", pointer=pointer)
         self.notes.extend((k, pointer + p if below else p) for k, p, below in notes)
         if not isinstance(expr, Ref) and expr != EMPTY:
-            expr = got[0] = self.share(expr)
+            expr = entry[0] = self.share(expr)
         return expr
+
+    def flat_entry(self, node: dict, pointer: str) -> list:
+        """``[value, notes, height]``: the notes below ``node`` relative to it, the depth it reaches below it."""
+        outer, self.deepest = self.deepest, self.depth
+        first = len(self.notes)
+        try:
+            expr = self.flat_once(node, pointer)
+        finally:
+            height, self.deepest = self.deepest - self.depth, max(outer, self.deepest)
+        # a note below this node moves with it; one at a $ref target stays where it is
+        notes = [(k, p[len(pointer):], True) if p == pointer or p.startswith(pointer + "/") else (k, p, False)
+                 for k, p in self.notes[first:]]  # fmt: skip
+        return [expr, notes, height]
 
     def flat_once(self, node: dict, pointer: str) -> Expr:
         for keyword in node.get(UNMERGED, ()):
