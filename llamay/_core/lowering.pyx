@@ -38,6 +38,7 @@ import numpy as np
 from .. import limits
 from ..errors import GrammarError
 from ..ir import EMPTY, Alt, Bytes, Ref, Repeat, Seq, alt, seq
+from ..ir import alt_distinct as _alt_distinct
 
 from .automaton cimport EDGE_CALL, EDGE_EXIT, EDGE_INC, CompiledGrammar, grow
 
@@ -390,22 +391,22 @@ cdef class _Lowering:
     # -- sizes decide what is inlined and what is unrolled -------------------------------
     cdef int size(self, expr, int depth) except -1:
         cdef int n, body
+        tp = type(expr)
+        if tp is Bytes:
+            return 1
+        if tp is Ref:  # rule sizes have a memo of their own
+            return 1 if self.is_frame(expr.name) else self.rule_size(expr.name)
         got = self.size_memo.get(id(expr))
         if got is not None:
             return got[0]
         if depth > self.max_depth:
             raise self.too_deep(self.root)
-        tp = type(expr)
-        if tp is Bytes:
-            n = 1
-        elif tp is Seq or tp is Alt:
+        if tp is Seq or tp is Alt:
             n = 1
             for x in expr.items:
                 n += self.size(x, depth + 1)
                 if n > self.max_states:
                     break
-        elif tp is Ref:
-            n = 1 if self.is_frame(expr.name) else self.rule_size(expr.name)
         else:
             body = self.size(expr.item, depth + 1)
             n = 2 + body * (1 if self.counted(expr) else max(expr.min, expr.max or 1, 1))
@@ -752,7 +753,7 @@ cdef list _left_factor(tuple items):
     cdef list out = []
     for head, tails in groups.items():  # the tails of a Seq are flat already: no seq() to re-flatten them
         if type(head) is Bytes:
-            tail = alt(*tails) if len(tails) > 1 else tails[0]
+            tail = _alt_distinct(*tails) if len(tails) > 1 else tails[0]
             out.append(head if tail == EMPTY else Seq((head, tail)))
         else:
             out.extend(tails)
