@@ -110,7 +110,10 @@ def literal(text: bytes | str) -> Expr:
 def seq(*items: Expr) -> Expr:
     flat: list[Expr] = []
     for item in items:
-        flat.extend(item.items if isinstance(item, Seq) else (item,))
+        if type(item) is Seq:
+            flat.extend(item.items)
+        else:
+            flat.append(item)
     return flat[0] if len(flat) == 1 else Seq(tuple(flat))
 
 
@@ -132,7 +135,10 @@ def alt_distinct(*items: Expr) -> Expr:
     """
     flat: list[Expr] = []
     for item in items:
-        flat.extend(item.items if isinstance(item, Alt) else (item,))
+        if type(item) is Alt:
+            flat.extend(item.items)
+        else:
+            flat.append(item)
     return flat[0] if len(flat) == 1 else Alt(tuple(flat))
 
 
