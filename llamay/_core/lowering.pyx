@@ -30,6 +30,7 @@ from libc.stdint cimport int32_t, int64_t, uint8_t
 from libc.stdlib cimport free, malloc, qsort
 from libc.string cimport memcpy, memset
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from cpython.long cimport PyLong_FromVoidPtr
 
 import time
 
@@ -85,6 +86,11 @@ cdef inline bint _inside(const Template* m, int32_t src, int32_t tgt) noexcept n
     """Whether an edge stays within the fragment: from its start or a new state, to its ends or a new state."""
     cdef bint src_in = src == m.s or m.first <= src < m.first + m.n_states
     return src_in and (tgt == m.s or tgt == m.t or m.first <= tgt < m.first + m.n_states)
+
+
+cdef inline object _id(object o):
+    """``id(o)`` without a call through the interpreter (the walks key millions of nodes by it)."""
+    return PyLong_FromVoidPtr(<void*> o)
 
 
 cdef int _cmp_byte(const void* a, const void* b) noexcept nogil:
@@ -396,7 +402,7 @@ cdef class _Lowering:
             return 1
         if tp is Ref:  # rule sizes have a memo of their own
             return 1 if self.is_frame(expr.name) else self.rule_size(expr.name)
-        got = self.size_memo.get(id(expr))
+        got = self.size_memo.get(_id(expr))
         if got is not None:
             return got[0]
         if depth > self.max_depth:
@@ -411,7 +417,7 @@ cdef class _Lowering:
             body = self.size(expr.item, depth + 1)
             n = 2 + body * (1 if self.counted(expr) else max(expr.min, expr.max or 1, 1))
         n = min(n, self.max_states + 1)
-        self.size_memo[id(expr)] = (n, expr)  # holding expr keeps its id unique
+        self.size_memo[_id(expr)] = (n, expr)  # holding expr keeps its id unique
         return n
 
     cdef int rule_size(self, str name) except -1:
@@ -596,7 +602,7 @@ cdef class _Lowering:
         """
         cdef int32_t n0 = self.nfa.n_states, nb0 = self.nfa.n_b, nx0 = self.nfa.n_x, impure = self.impure
         cdef int outer = self.deepest, height
-        key = id(expr)
+        key = _id(expr)
         got = self.templates.get(key) if self.copies else None
         if got is not None and got[1] is not None:
             return self.replay(<bytes> got[1], s, t, rid, name, depth)
@@ -636,7 +642,7 @@ cdef class _Lowering:
         memcpy(p, &m, sizeof(Template))
         memcpy(p + sizeof(Template), &self.nfa.b[nb0], m.n_b * sizeof(ByteEdge))
         memcpy(p + sizeof(Template) + m.n_b * sizeof(ByteEdge), &self.nfa.x[nx0], m.n_x * sizeof(Special))
-        self.templates[id(expr)] = (expr, data)
+        self.templates[_id(expr)] = (expr, data)
         self.template_bytes += len(data)
         return 0
 
@@ -737,26 +743,32 @@ cdef list _left_factor(tuple items):
     """Alternatives that start with the same byte set share it: ``ab | ac`` becomes ``a (b | c)``.
 
     Without this a keyword list of thousands of words would be thousands of configurations
-    after its first byte; with it the automaton follows one path per distinct prefix.
+    after its first byte; with it the automaton follows one path per distinct prefix. An
+    alternative alone in its group is kept as it is (the same node: its template still applies).
     """
     cdef dict groups = {}
+    cdef list out = [], group
     cdef tuple parts
     for item in items:
         tp = type(item)
-        if tp is Seq and item.items and type(item.items[0]) is Bytes:
-            parts = item.items
-            groups.setdefault(parts[0], []).append(parts[1] if len(parts) == 2 else Seq(parts[1:]))
-        elif tp is Bytes:
-            groups.setdefault(item, []).append(EMPTY)
+        head = item.items[0] if tp is Seq and item.items else item
+        if type(head) is Bytes:  # keyed by value, as Bytes compares: its hash is Python code
+            groups.setdefault((head.ranges, head.whitespace), []).append(item)
         else:
-            groups.setdefault(("other", len(groups)), []).append(item)
-    cdef list out = []
-    for head, tails in groups.items():  # the tails of a Seq are flat already: no seq() to re-flatten them
-        if type(head) is Bytes:
-            tail = _alt_distinct(*tails) if len(tails) > 1 else tails[0]
-            out.append(head if tail == EMPTY else Seq((head, tail)))
-        else:
-            out.extend(tails)
+            groups[len(groups), None] = [item]
+    for group in groups.values():
+        if len(group) == 1:
+            out.append(group[0])
+            continue
+        tails = []
+        for item in group:
+            if type(item) is Bytes:
+                tails.append(EMPTY)
+            else:  # the tail of a Seq is flat already: no seq() to re-flatten it
+                parts = item.items
+                tails.append(parts[1] if len(parts) == 2 else Seq(parts[1:]))
+        head = group[0] if type(group[0]) is Bytes else group[0].items[0]
+        out.append(Seq((head, _alt_distinct(*tails))))
     return out
 
 
@@ -816,13 +828,13 @@ cdef tuple _references(dict rules):
                 items = e.items
                 for i in range(len(items)):
                     x = items[i]
-                    if type(x) is not Bytes and id(x) not in seen_nodes:
-                        seen_nodes.add(id(x))
-                        stack.append((x, then if tp is Alt or i == len(items) - 1 else (id(e), i)))
+                    if type(x) is not Bytes and _id(x) not in seen_nodes:
+                        seen_nodes.add(_id(x))
+                        stack.append((x, then if tp is Alt or i == len(items) - 1 else (_id(e), i)))
             elif tp is Repeat:
-                if id(e.item) not in seen_nodes:
-                    seen_nodes.add(id(e.item))
-                    stack.append((e.item, id(e)))
+                if _id(e.item) not in seen_nodes:
+                    seen_nodes.add(_id(e.item))
+                    stack.append((e.item, _id(e)))
         refs[name] = out
         places[name] = mine
     return refs, places
