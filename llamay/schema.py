@@ -73,6 +73,10 @@ _FLAT_KEY = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_ci
 
 _UNSEEN = object()
 
+#: The keywords that make a flat schema worth sharing by its text (see ``_Compiler.flat``).
+_SHARED_KEYWORDS = frozenset(("properties", "patternProperties", "additionalProperties", "items", "prefixItems",
+                              "enum"))  # fmt: skip
+
 #: Declared properties times counted members above which min/maxProperties are warned, not counted.
 _MAX_COUNTED_MEMBERS = 2048
 
@@ -302,12 +306,14 @@ class _Compiler:
 
         Bundled schemas repeat definitions inline (one in the corpus holds 172 copies of one
         object): sharing one rule lets lowering build it once. The text is the key only where no
-        ``$id`` moves the base of a ``$ref`` (then equal text means equal values), and only from
-        the second schema of a shape (its keywords and property names) on: serializing every
-        node would cost as much as compiling it. The depth bound and the warnings hold at each
-        use as if it had been compiled there.
+        ``$id`` moves the base of a ``$ref`` (then equal text means equal values), only for
+        schemas with subschemas or values to list (``_SHARED_KEYWORDS``: the others cost less
+        to compile than to key, and as rules they would stop lowering from copying their
+        parents' templates), and only from the second schema of a shape (its keywords and
+        property names) on: serializing every node would cost as much as compiling it. The
+        depth bound and the warnings hold at each use as if it had been compiled there.
         """
-        if self.flats is None:
+        if self.flats is None or _SHARED_KEYWORDS.isdisjoint(node):
             return self.flat_once(node, pointer)
         shape = (tuple(node), tuple(node.get("properties", ())))
         first = self.shapes.get(shape, _UNSEEN)
