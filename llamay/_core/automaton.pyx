@@ -630,8 +630,8 @@ cdef class CompiledGrammar:
         self.warnings = warnings
         self.whitespace_budget = None if ws_budget < 0 else ws_budget
         self._mask_caches = None
-        for arr in keep.values():
-            arr.flags.writeable = False
+        for arr in keep.values():  # read-only, through the C API (``.flags`` builds an object per access)
+            cnp.PyArray_CLEARFLAGS(<cnp.ndarray> arr, cnp.NPY_ARRAY_WRITEABLE)
 
     @property
     def n_states(self):

@@ -34,7 +34,7 @@ from cpython.long cimport PyLong_FromVoidPtr
 
 import time
 
-import numpy as np
+cimport numpy as cnp
 
 from .. import limits
 from ..errors import GrammarError
@@ -42,6 +42,8 @@ from ..ir import EMPTY, Alt, Bytes, Ref, Repeat, Seq, alt, seq
 from ..ir import alt_distinct as _alt_distinct
 
 from .automaton cimport EDGE_CALL, EDGE_EXIT, EDGE_INC, CompiledGrammar, grow
+
+cnp.import_array()
 
 cdef enum:
     EDGE_EPS = 0              # build-time only: eliminated before packing
@@ -1001,91 +1003,105 @@ def lower(dict rules, root, *, whitespace_budget, list warnings, bint copies=Tru
     return CompiledGrammar(arrays, budget, list(low.rule_names), list(warnings))
 
 
+cdef inline cnp.ndarray _array(cnp.npy_intp n, int typenum):
+    """A new one-dimensional array of ``n`` zeros, through the C API (no interpreter call)."""
+    return cnp.PyArray_ZEROS(1, &n, typenum, 0)
+
+
+cdef inline void _visit(int32_t y, int32_t* order, int32_t* old, int32_t* stack, int32_t* n,
+                        int32_t* top) noexcept nogil:
+    """Number state ``y`` next and push it, unless it is numbered already."""
+    if order[y] < 0:
+        order[y] = n[0]
+        old[n[0]] = y
+        n[0] += 1
+        stack[top[0]] = y
+        top[0] += 1
+
+
 cdef dict _pack(_Lowering low, Edges* e):
     """Renumber the states reachable from the root (depth first) and pack them into flat arrays."""
     cdef _NFA nfa = low.nfa
-    cdef int32_t n_all = nfa.n_states, n = 0, x, y, i, j, o, top, nb = 0, nx = 0, n_rules = len(low.rule_start)
-    cdef int32_t[::1] rule_start = np.asarray(low.rule_start, np.int32)
-    order_arr = np.full(n_all, -1, np.int32)
-    cdef int32_t[::1] order = order_arr
-    cdef int32_t[::1] old = np.empty(n_all, np.int32)
-    cdef int32_t[::1] stack = np.empty(n_all + 1, np.int32)
-    order[rule_start[0]] = 0
-    old[0] = rule_start[0]
-    n = 1
-    stack[0] = rule_start[0]
-    top = 1
-    while top:
-        top -= 1
-        x = stack[top]
-        for i in range(e.b_start[x], e.b_start[x + 1]):
-            y = e.b[i].tgt
-            if order[y] < 0:
-                order[y] = n
-                old[n] = y
-                n += 1
-                stack[top] = y
-                top += 1
-        for i in range(e.x_start[x], e.x_start[x + 1]):
-            y = e.x[i].tgt
-            if order[y] < 0:
-                order[y] = n
-                old[n] = y
-                n += 1
-                stack[top] = y
-                top += 1
-        for i in range(e.x_start[x], e.x_start[x + 1]):
-            if e.x[i].kind == EDGE_CALL:
-                y = rule_start[e.x[i].arg]
-                if order[y] < 0:
-                    order[y] = n
-                    old[n] = y
-                    n += 1
-                    stack[top] = y
-                    top += 1
-    for i in range(n):
-        o = old[i]
-        nb += e.b_start[o + 1] - e.b_start[o]
-        nx += e.x_start[o + 1] - e.x_start[o]
-    arrays = {
-        "b_start": np.zeros(n + 1, np.int32),
-        "b_lo": np.empty(nb, np.uint8),
-        "b_hi": np.empty(nb, np.uint8),
-        "b_tgt": np.empty(nb, np.int32),
-        "b_ws": np.empty(nb, np.uint8),
-        "x_start": np.zeros(n + 1, np.int32),
-        "x_kind": np.empty(nx, np.int32),
-        "x_arg": np.empty(nx, np.int32),
-        "x_tgt": np.empty(nx, np.int32),
-        "final": np.empty(n, np.uint8),
-        "state_rule": np.empty(n, np.int32),
-        "rule_start": np.empty(n_rules, np.int32),
-        "rule_min": np.array([b[0] for b in low.rule_bounds], np.int32),
-        "rule_max": np.array([b[1] for b in low.rule_bounds], np.int32),
-    }
-    cdef int32_t[::1] b_start = arrays["b_start"], b_tgt = arrays["b_tgt"], x_start = arrays["x_start"]
-    cdef int32_t[::1] x_kind = arrays["x_kind"], x_arg = arrays["x_arg"], x_tgt = arrays["x_tgt"]
-    cdef int32_t[::1] state_rule = arrays["state_rule"], rule_out = arrays["rule_start"]
-    cdef uint8_t[::1] b_lo = arrays["b_lo"], b_hi = arrays["b_hi"], b_ws = arrays["b_ws"], final = arrays["final"]
-    nb = nx = 0
-    for i in range(n):
-        o = old[i]
-        _sort_bytes(&e.b[e.b_start[o]], e.b_start[o + 1] - e.b_start[o])
-        for j in range(e.b_start[o], e.b_start[o + 1]):
-            b_lo[nb] = e.b[j].lo
-            b_hi[nb] = e.b[j].hi
-            b_tgt[nb] = order[e.b[j].tgt]
-            b_ws[nb] = e.b[j].ws
-            nb += 1
-        for j in range(e.x_start[o], e.x_start[o + 1]):
-            x_kind[nx] = e.x[j].kind
-            x_arg[nx] = e.x[j].arg
-            x_tgt[nx] = order[e.x[j].tgt]
-            nx += 1
-        b_start[i + 1] = nb
-        x_start[i + 1] = nx
-        final[i] = nfa.final[o]
-        state_rule[i] = nfa.rule[o]
-    for i in range(n_rules):
-        rule_out[i] = order[rule_start[i]]
+    cdef int32_t n_all = nfa.n_states, n = 0, x, i, j, o, top, nb = 0, nx = 0, n_rules = len(low.rule_start)
+    cdef int32_t* rule_start = <int32_t*> malloc(max(n_rules, 1) * sizeof(int32_t))
+    cdef int32_t* order = <int32_t*> malloc(max(n_all, 1) * sizeof(int32_t))  # old state -> new, -1: unreached
+    cdef int32_t* old = <int32_t*> malloc(max(n_all, 1) * sizeof(int32_t))
+    cdef int32_t* stack = <int32_t*> malloc((n_all + 1) * sizeof(int32_t))
+    cdef int32_t *b_start, *b_tgt, *x_start, *x_kind, *x_arg, *x_tgt, *state_rule, *rule_out, *rule_min, *rule_max
+    cdef uint8_t *b_lo, *b_hi, *b_ws, *final
+    cdef dict arrays
+    if rule_start == NULL or order == NULL or old == NULL or stack == NULL:
+        free(rule_start)
+        free(order)
+        free(old)
+        free(stack)
+        raise MemoryError()
+    try:
+        for i in range(n_rules):
+            rule_start[i] = low.rule_start[i]
+        for i in range(n_all):
+            order[i] = -1
+        n = top = 0
+        _visit(rule_start[0], order, old, stack, &n, &top)
+        while top:
+            top -= 1
+            x = stack[top]
+            for i in range(e.b_start[x], e.b_start[x + 1]):
+                _visit(e.b[i].tgt, order, old, stack, &n, &top)
+            for i in range(e.x_start[x], e.x_start[x + 1]):
+                _visit(e.x[i].tgt, order, old, stack, &n, &top)
+            for i in range(e.x_start[x], e.x_start[x + 1]):
+                if e.x[i].kind == EDGE_CALL:
+                    _visit(rule_start[e.x[i].arg], order, old, stack, &n, &top)
+        for i in range(n):
+            o = old[i]
+            nb += e.b_start[o + 1] - e.b_start[o]
+            nx += e.x_start[o + 1] - e.x_start[o]
+        arrays = {name: _array(size, typenum) for name, size, typenum in (
+            ("b_start", n + 1, cnp.NPY_INT32), ("b_lo", nb, cnp.NPY_UINT8), ("b_hi", nb, cnp.NPY_UINT8),
+            ("b_tgt", nb, cnp.NPY_INT32), ("b_ws", nb, cnp.NPY_UINT8), ("x_start", n + 1, cnp.NPY_INT32),
+            ("x_kind", nx, cnp.NPY_INT32), ("x_arg", nx, cnp.NPY_INT32), ("x_tgt", nx, cnp.NPY_INT32),
+            ("final", n, cnp.NPY_UINT8), ("state_rule", n, cnp.NPY_INT32), ("rule_start", n_rules, cnp.NPY_INT32),
+            ("rule_min", n_rules, cnp.NPY_INT32), ("rule_max", n_rules, cnp.NPY_INT32))}
+        b_start = <int32_t*> cnp.PyArray_DATA(<cnp.ndarray> arrays["b_start"])
+        b_tgt = <int32_t*> cnp.PyArray_DATA(<cnp.ndarray> arrays["b_tgt"])
+        x_start = <int32_t*> cnp.PyArray_DATA(<cnp.ndarray> arrays["x_start"])
+        x_kind = <int32_t*> cnp.PyArray_DATA(<cnp.ndarray> arrays["x_kind"])
+        x_arg = <int32_t*> cnp.PyArray_DATA(<cnp.ndarray> arrays["x_arg"])
+        x_tgt = <int32_t*> cnp.PyArray_DATA(<cnp.ndarray> arrays["x_tgt"])
+        state_rule = <int32_t*> cnp.PyArray_DATA(<cnp.ndarray> arrays["state_rule"])
+        rule_out = <int32_t*> cnp.PyArray_DATA(<cnp.ndarray> arrays["rule_start"])
+        rule_min = <int32_t*> cnp.PyArray_DATA(<cnp.ndarray> arrays["rule_min"])
+        rule_max = <int32_t*> cnp.PyArray_DATA(<cnp.ndarray> arrays["rule_max"])
+        b_lo = <uint8_t*> cnp.PyArray_DATA(<cnp.ndarray> arrays["b_lo"])
+        b_hi = <uint8_t*> cnp.PyArray_DATA(<cnp.ndarray> arrays["b_hi"])
+        b_ws = <uint8_t*> cnp.PyArray_DATA(<cnp.ndarray> arrays["b_ws"])
+        final = <uint8_t*> cnp.PyArray_DATA(<cnp.ndarray> arrays["final"])
+        nb = nx = 0
+        for i in range(n):
+            o = old[i]
+            _sort_bytes(&e.b[e.b_start[o]], e.b_start[o + 1] - e.b_start[o])
+            for j in range(e.b_start[o], e.b_start[o + 1]):
+                b_lo[nb] = e.b[j].lo
+                b_hi[nb] = e.b[j].hi
+                b_tgt[nb] = order[e.b[j].tgt]
+                b_ws[nb] = e.b[j].ws
+                nb += 1
+            for j in range(e.x_start[o], e.x_start[o + 1]):
+                x_kind[nx] = e.x[j].kind
+                x_arg[nx] = e.x[j].arg
+                x_tgt[nx] = order[e.x[j].tgt]
+                nx += 1
+            b_start[i + 1] = nb
+            x_start[i + 1] = nx
+            final[i] = nfa.final[o]
+            state_rule[i] = nfa.rule[o]
+        for i in range(n_rules):
+            rule_out[i] = order[rule_start[i]]
+            rule_min[i], rule_max[i] = low.rule_bounds[i]
+    finally:
+        free(rule_start)
+        free(order)
+        free(old)
+        free(stack)
     return arrays
