@@ -71,6 +71,10 @@ ctypedef struct Edges:          # edges grouped by source state: [start[s], star
     int32_t* x_start
 
 
+ctypedef int32_t* int32_ptr     # one declaration for many pointers (the packed tables' columns)
+ctypedef uint8_t* uint8_ptr
+
+
 ctypedef struct Template:       # a fragment as first built: its ends, its new states, its edges, its depth
     int32_t s, t, first, n_states, n_b, n_x, height
 
@@ -1027,8 +1031,8 @@ cdef dict _pack(_Lowering low, Edges* e):
     cdef int32_t* order = <int32_t*> malloc(max(n_all, 1) * sizeof(int32_t))  # old state -> new, -1: unreached
     cdef int32_t* old = <int32_t*> malloc(max(n_all, 1) * sizeof(int32_t))
     cdef int32_t* stack = <int32_t*> malloc((n_all + 1) * sizeof(int32_t))
-    cdef int32_t *b_start, *b_tgt, *x_start, *x_kind, *x_arg, *x_tgt, *state_rule, *rule_out, *rule_min, *rule_max
-    cdef uint8_t *b_lo, *b_hi, *b_ws, *final
+    cdef int32_ptr b_start, b_tgt, x_start, x_kind, x_arg, x_tgt, state_rule, rule_out, rule_min, rule_max
+    cdef uint8_ptr b_lo, b_hi, b_ws, final
     cdef dict arrays
     if rule_start == NULL or order == NULL or old == NULL or stack == NULL:
         free(rule_start)
