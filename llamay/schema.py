@@ -237,7 +237,7 @@ class _Compiler:
         self.notes = notes
         self.flats: dict[str, list] | None = {} if shared_by_text else None  # flat schema text -> flat_entry
         self.shapes: dict[tuple, tuple | None] = {}  # the first flat schema of a shape, until a second comes
-        self.deepest = 0  # the deepest self.depth reached
+        self.deepest = 0  # the deepest self.depth reached (but inside $ref targets: each is built once)
         self.rules = 0
         self.refs: dict[int, str | None] = {}  # target -> rule name (None: unsatisfiable)
         self.unguarded: set[int] = set()  # targets entered since the last byte read
@@ -291,15 +291,28 @@ class _Compiler:
         self.refs[key] = name
         self.grammar.define(name, EMPTY)
         self.unguarded.add(key)
+        learnt = [len(table) for table in self.learnt()]
+        outer = self.deepest  # a target is built once: its depth is no part of the heights of the nodes around it
         try:
             body = self.value(ref.target, ref.at)
         except Unsatisfiable:
+            # what was built meanwhile may refer to this rule, which holds EMPTY for now: built again
+            # later, it will meet the target's refusal instead
+            for table, mark in zip(self.learnt(), learnt, strict=True):
+                for stale in list(table)[mark:]:
+                    del table[stale]
             self.refs[key] = None
             raise
         finally:
             self.unguarded.discard(key)
+            self.deepest = outer
         self.grammar.define(name, body)
         return Ref(name)
+
+    def learnt(self) -> list[dict]:
+        """The tables whose entries may refer to a ``$ref`` rule still being built (``ref`` drops them
+        when its target turns out to admit nothing)."""
+        return [self.refs, self.shapes] + ([] if self.flats is None else [self.flats])
 
     def flat(self, node: dict, pointer: str) -> Expr:
         """A schema without combinators; equal ones compile once, the second use on as one rule.
@@ -332,6 +345,7 @@ class _Compiler:
         expr, notes, height = entry
         if self.depth + height > MAX_DEPTH:
             raise SchemaError(f"schema nests deeper than {MAX_DEPTH} levels", keyword="MAX_DEPTH", pointer=pointer)
+        self.deepest = max(self.deepest, self.depth + height)
         self.notes.extend((k, pointer + p if below else p) for k, p, below in notes)
         if not isinstance(expr, Ref) and expr != EMPTY:
             expr = entry[0] = self.share(expr)

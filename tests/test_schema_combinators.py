@@ -368,6 +368,21 @@ def test_equal_subschemas_written_inline_are_built_once():
     assert not accepts(ten, doc[: -len('"x"}}')] + "1}}")  # the last
 
 
+def test_what_was_built_under_a_target_that_admits_nothing_is_not_reused():
+    """``T`` admits nothing (it requires a property that must not be there), which is known only once
+    its body is compiled; what was built meanwhile refers to ``T`` (an inline subschema, the target
+    ``U`` first met inside ``T``) and must not serve again: it would take an empty value for ``T``."""
+    inner = {"type": "object", "properties": {"a": {"$ref": "#/$defs/T"}}}
+    defs = {"T": {"type": "object", "properties": {"x": inner, "w": {"$ref": "#/$defs/U"}, "b": False},
+                  "required": ["b"]},
+            "U": {"type": "object", "properties": {"u": {"$ref": "#/$defs/T"}}}}  # fmt: skip
+    properties = {"t": {"$ref": "#/$defs/T"}, "y": json.loads(json.dumps(inner)), "z": {"$ref": "#/$defs/U"}}
+    compiled = compile_json_schema({"$defs": defs, "type": "object", "properties": properties})
+    assert accepts(compiled, '{"y":{},"z":{}}')
+    for bad in ('{"y":{"a":}}', '{"z":{"u":}}', '{"t":}'):
+        assert not accepts(compiled, bad), bad
+
+
 def test_equal_text_under_another_base_uri_is_another_schema():
     """The same ``$ref`` text names another definition under another ``$id``: no sharing by text there."""
     def under(base: str, kind: str) -> dict:
