@@ -51,6 +51,7 @@ from .schema_keywords import (
     check_deadline,
     child,
     legacy_ref,
+    not_enforced,
 )
 from .schema_refs import Resolver, declares_ids, one_base
 
@@ -145,7 +146,7 @@ def schema_expr(
         expr = compiler.value(schema, pointer)
     except RecursionError:
         raise SchemaError("schema nests too deeply to compile", keyword="MAX_DEPTH", pointer=pointer) from None
-    found.extend(_warning(keyword, at) for keyword, at in notes)
+    found.extend(not_enforced(keyword, at) for keyword, at in notes)
     warnings.extend(w for w in dict.fromkeys(found) if w not in warnings)
     return expr
 
@@ -160,10 +161,6 @@ def any_json(object_only: bool = False, whitespace_budget: int | None = 64) -> C
     value = jg.define_any_value(grammar)
     grammar.define("root", Ref("json_object") if object_only else value)
     return grammar.compile("root", whitespace_budget=whitespace_budget, warnings=[])
-
-
-def _warning(keyword: str, pointer: str) -> str:
-    return f"{keyword} not enforced at {pointer or '(root)'}"
 
 
 def _search(pattern: str, text: str) -> bool:

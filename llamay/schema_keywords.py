@@ -181,6 +181,11 @@ def check_deadline(deadline: float, pointer: str) -> None:
         )
 
 
+def not_enforced(keyword: str, pointer: str) -> str:
+    """The warning for a keyword the automaton does not enforce (the checker's and the compiler's)."""
+    return f"{keyword} not enforced at {pointer or '(root)'}"
+
+
 class Checker:
     """Pass 1: refusals, malformed values, warnings and bounds, for every reachable subschema."""
 
@@ -219,7 +224,7 @@ class Checker:
         if keyword in REFUSED:
             raise SchemaError(f"keyword {keyword!r} is not supported", keyword=keyword, pointer=pointer)
         if keyword not in SHAPES:
-            self.warnings.append(f"{keyword} not enforced at {pointer or '(root)'}")
+            self.warnings.append(not_enforced(keyword, pointer))
             return
         test, shape = SHAPES[keyword]
         if not test(value):
@@ -229,7 +234,7 @@ class Checker:
             message = f"{keyword} {value} is above {MAX_REPEAT * MAX_REPEAT}"
             raise SchemaError(message, keyword="MAX_REPEAT", pointer=pointer)
         if keyword in WARNED and value and self.applies(node, keyword):
-            self.warnings.append(f"{keyword} not enforced at {pointer or '(root)'}")
+            self.warnings.append(not_enforced(keyword, pointer))
 
     @staticmethod
     def applies(node: dict, keyword: str) -> bool:

@@ -10,6 +10,8 @@ BOTTOM / CTX), and the whitespace spent so far. A set of configurations is the s
 from libc.stdint cimport int32_t, uint8_t, uint32_t
 from libc.stdlib cimport realloc
 
+cimport numpy as cnp
+
 cdef enum:
     ACCEPT = -1      # Config.state of "the document is complete"
     BOTTOM = -1      # Config.parent of the root frame
@@ -115,3 +117,8 @@ cdef class CompiledGrammar:
     cdef readonly object whitespace_budget
     cdef public object _mask_caches
     cdef object __weakref__
+
+
+cdef inline void* array_data(cnp.ndarray arr) noexcept:
+    """The first byte of a contiguous array (``.ctypes.data`` builds an object per call)."""
+    return cnp.PyArray_DATA(arr)

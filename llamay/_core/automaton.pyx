@@ -303,8 +303,9 @@ cdef int bisimulation(const Tables* t, int32_t* canon) noexcept nogil:
     one signature. A state whose successor moved to another class is *dirty*, and only dirty
     states get a fresh signature (``_signature``). The clean members of a class still share
     the signature they had when it was last split, so one of them stands for all; the largest
-    group keeps the class and the others move, their predecessors becoming dirty. Work follows moves, so a schema's long
-    chains of inlined literals cost their length, not their length times the automaton's size.
+    group keeps the class and the others move, their predecessors becoming dirty. Work
+    follows moves, so a schema's long chains of inlined literals cost their length, not their
+    length times the automaton's size.
     """
     cdef int32_t n = t.n_states, s, e, k, c, g, j, q, m, r, keep, n_groups, n_moved, n_cls = 0, n_work = 0
     cdef int32_t cap = 1, gen = 0, n_edges = t.b_start[n] + t.x_start[n]
@@ -572,11 +573,6 @@ _FIELDS = ("b_start", "b_lo", "b_hi", "b_tgt", "b_ws", "x_start", "x_kind", "x_a
            "state_rule", "rule_start", "rule_min", "rule_max")
 
 
-cdef inline void* _data(cnp.ndarray arr) noexcept:
-    """The first byte of a contiguous array (``.ctypes.data`` builds an object per call)."""
-    return cnp.PyArray_DATA(arr)
-
-
 cdef class CompiledGrammar:
     """An immutable automaton: flat typed arrays, shared by every matcher and thread.
 
@@ -599,31 +595,31 @@ cdef class CompiledGrammar:
         self._byteset = byteset
         self.t.n_states = n
         self.t.ws_budget = ws_budget
-        self.t.b_start = <const int32_t*> _data(keep["b_start"])
-        self.t.b_lo = <const uint8_t*> _data(keep["b_lo"])
-        self.t.b_hi = <const uint8_t*> _data(keep["b_hi"])
-        self.t.b_tgt = <const int32_t*> _data(keep["b_tgt"])
-        self.t.b_ws = <const uint8_t*> _data(keep["b_ws"])
-        self.t.byteset = <const uint32_t*> _data(byteset)
-        self.t.x_start = <const int32_t*> _data(keep["x_start"])
-        self.t.x_kind = <const int32_t*> _data(keep["x_kind"])
-        self.t.x_arg = <const int32_t*> _data(keep["x_arg"])
-        self.t.x_tgt = <const int32_t*> _data(keep["x_tgt"])
-        self.t.final = <const uint8_t*> _data(keep["final"])
-        self.t.state_rule = <const int32_t*> _data(keep["state_rule"])
-        self.t.rule_start = <const int32_t*> _data(keep["rule_start"])
-        self.t.rule_min = <const int32_t*> _data(keep["rule_min"])
-        self.t.rule_max = <const int32_t*> _data(keep["rule_max"])
+        self.t.b_start = <const int32_t*> array_data(keep["b_start"])
+        self.t.b_lo = <const uint8_t*> array_data(keep["b_lo"])
+        self.t.b_hi = <const uint8_t*> array_data(keep["b_hi"])
+        self.t.b_tgt = <const int32_t*> array_data(keep["b_tgt"])
+        self.t.b_ws = <const uint8_t*> array_data(keep["b_ws"])
+        self.t.byteset = <const uint32_t*> array_data(byteset)
+        self.t.x_start = <const int32_t*> array_data(keep["x_start"])
+        self.t.x_kind = <const int32_t*> array_data(keep["x_kind"])
+        self.t.x_arg = <const int32_t*> array_data(keep["x_arg"])
+        self.t.x_tgt = <const int32_t*> array_data(keep["x_tgt"])
+        self.t.final = <const uint8_t*> array_data(keep["final"])
+        self.t.state_rule = <const int32_t*> array_data(keep["state_rule"])
+        self.t.rule_start = <const int32_t*> array_data(keep["rule_start"])
+        self.t.rule_min = <const int32_t*> array_data(keep["rule_min"])
+        self.t.rule_max = <const int32_t*> array_data(keep["rule_max"])
         tail = np.zeros(max(n, 1), np.uint8)  # final states without edges: reaching one pops at once
-        tails = <uint8_t*> _data(tail)
+        tails = <uint8_t*> array_data(tail)
         for s in range(n):
             tails[s] = self.t.final[s] and self.t.b_start[s] == self.t.b_start[s + 1] and (
                 self.t.x_start[s] == self.t.x_start[s + 1])
         keep["tail"] = tail
-        self.t.tail = <const uint8_t*> _data(tail)
+        self.t.tail = <const uint8_t*> array_data(tail)
         canon = np.zeros(max(n, 1), np.int32)
-        self.t.canon = <const int32_t*> _data(canon)
-        if bisimulation(&self.t, <int32_t*> _data(canon)) < 0:
+        self.t.canon = <const int32_t*> array_data(canon)
+        if bisimulation(&self.t, <int32_t*> array_data(canon)) < 0:
             raise MemoryError("state classes")
         keep["canon"] = canon
         self.rule_names = rule_names

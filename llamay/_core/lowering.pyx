@@ -41,7 +41,7 @@ from ..errors import GrammarError
 from ..ir import EMPTY, Alt, Bytes, Ref, Repeat, Seq, alt, seq
 from ..ir import alt_distinct as _alt_distinct
 
-from .automaton cimport EDGE_CALL, EDGE_EXIT, EDGE_INC, CompiledGrammar, grow
+from .automaton cimport EDGE_CALL, EDGE_EXIT, EDGE_INC, CompiledGrammar, array_data, grow
 
 cnp.import_array()
 
@@ -1067,20 +1067,20 @@ cdef dict _pack(_Lowering low, Edges* e):
             ("x_kind", nx, cnp.NPY_INT32), ("x_arg", nx, cnp.NPY_INT32), ("x_tgt", nx, cnp.NPY_INT32),
             ("final", n, cnp.NPY_UINT8), ("state_rule", n, cnp.NPY_INT32), ("rule_start", n_rules, cnp.NPY_INT32),
             ("rule_min", n_rules, cnp.NPY_INT32), ("rule_max", n_rules, cnp.NPY_INT32))}
-        b_start = <int32_t*> cnp.PyArray_DATA(<cnp.ndarray> arrays["b_start"])
-        b_tgt = <int32_t*> cnp.PyArray_DATA(<cnp.ndarray> arrays["b_tgt"])
-        x_start = <int32_t*> cnp.PyArray_DATA(<cnp.ndarray> arrays["x_start"])
-        x_kind = <int32_t*> cnp.PyArray_DATA(<cnp.ndarray> arrays["x_kind"])
-        x_arg = <int32_t*> cnp.PyArray_DATA(<cnp.ndarray> arrays["x_arg"])
-        x_tgt = <int32_t*> cnp.PyArray_DATA(<cnp.ndarray> arrays["x_tgt"])
-        state_rule = <int32_t*> cnp.PyArray_DATA(<cnp.ndarray> arrays["state_rule"])
-        rule_out = <int32_t*> cnp.PyArray_DATA(<cnp.ndarray> arrays["rule_start"])
-        rule_min = <int32_t*> cnp.PyArray_DATA(<cnp.ndarray> arrays["rule_min"])
-        rule_max = <int32_t*> cnp.PyArray_DATA(<cnp.ndarray> arrays["rule_max"])
-        b_lo = <uint8_t*> cnp.PyArray_DATA(<cnp.ndarray> arrays["b_lo"])
-        b_hi = <uint8_t*> cnp.PyArray_DATA(<cnp.ndarray> arrays["b_hi"])
-        b_ws = <uint8_t*> cnp.PyArray_DATA(<cnp.ndarray> arrays["b_ws"])
-        final = <uint8_t*> cnp.PyArray_DATA(<cnp.ndarray> arrays["final"])
+        b_start = <int32_t*> array_data(arrays["b_start"])
+        b_tgt = <int32_t*> array_data(arrays["b_tgt"])
+        x_start = <int32_t*> array_data(arrays["x_start"])
+        x_kind = <int32_t*> array_data(arrays["x_kind"])
+        x_arg = <int32_t*> array_data(arrays["x_arg"])
+        x_tgt = <int32_t*> array_data(arrays["x_tgt"])
+        state_rule = <int32_t*> array_data(arrays["state_rule"])
+        rule_out = <int32_t*> array_data(arrays["rule_start"])
+        rule_min = <int32_t*> array_data(arrays["rule_min"])
+        rule_max = <int32_t*> array_data(arrays["rule_max"])
+        b_lo = <uint8_t*> array_data(arrays["b_lo"])
+        b_hi = <uint8_t*> array_data(arrays["b_hi"])
+        b_ws = <uint8_t*> array_data(arrays["b_ws"])
+        final = <uint8_t*> array_data(arrays["final"])
         nb = nx = 0
         for i in range(n):
             o = old[i]
