@@ -3,6 +3,7 @@
 Re-exports only. ``import llamay`` never imports torch, mlx or llama_cpp.
 """
 
+from . import _build  # noqa: F401  (first: it refuses a stale build before a compiled module loads)
 from ._core.automaton import CompiledGrammar
 from ._core.bitmask import allocate_bitmask, apply_bitmask
 from ._core.matcher import Matcher

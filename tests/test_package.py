@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 
 import pytest
@@ -41,3 +43,34 @@ def test_ruff_is_clean():
     out = subprocess.run([sys.executable, "-m", "ruff", "check", "llamay", "tests", "benchmarks", "setup.py"],
                          capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+@pytest.mark.parametrize(
+    ("source", "checkout", "built_after", "refused"),
+    [
+        ("mod.py", True, False, True),
+        ("_core/mod.pyx", True, False, True),
+        ("_core/mod.pxd", True, False, True),
+        ("mod.py", True, True, False),
+        ("mod.py", False, False, False),  # installed: file times are when the installer wrote them
+    ],
+)
+def test_a_source_edited_after_its_build_is_refused_in_a_checkout(tmp_path, source, checkout, built_after, refused):
+    from llamay._build import check_build
+
+    package = tmp_path / "pkg"
+    (package / "_core").mkdir(parents=True)
+    if checkout:
+        (tmp_path / "setup.py").write_text("")
+    src = package / source
+    built = src.with_name("mod" + EXTENSION_SUFFIXES[0])
+    src.write_text("")
+    built.write_bytes(b"")
+    os.utime(src, (2000, 2000))
+    os.utime(built, (3000, 3000) if built_after else (1000, 1000))
+    if refused:
+        with pytest.raises(ImportError, match=f"pkg/{source} changed after it was compiled: run `python setup.py"):
+            check_build(package)
+    else:
+        check_build(package)
+

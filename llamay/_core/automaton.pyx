@@ -412,6 +412,10 @@ cdef int bisimulation(const Tables* t, int32_t* canon) noexcept nogil:
             n_work -= 1
             c = work[n_work]
             queued[c] = 0
+            if count[c] == 1:  # a class of one cannot split: no signature to compute
+                dirty[head[c]] = 0
+                head_d[c] = -1
+                continue
             # a clean member stands for the others: found before the dirty flags are cleared
             r = head[c]
             while r >= 0 and dirty[r]:
