@@ -266,19 +266,18 @@ cdef inline int32_t _as_set(int32_t* a, int32_t n, int32_t w) noexcept nogil:
 
 
 cdef int32_t _signature(const Tables* t, const int32_t* cls, int32_t s, int32_t* x) noexcept nogil:
-    """State ``s``'s signature into ``x``: its class, then its byte and special edges' labels with their
-    targets' classes (each kind sorted and deduplicated); returns its length."""
+    """State ``s``'s signature into ``x``: its class, then its byte edges' labels (one int each) and
+    special edges' labels, with their targets' classes (each kind sorted and deduplicated); returns
+    its length."""
     cdef int32_t e, nb = 0, nx = 0
     cdef int32_t* y = &x[3]
     x[0] = cls[s]
     for e in range(t.b_start[s], t.b_start[s + 1]):
-        y[4 * nb] = t.b_lo[e]
-        y[4 * nb + 1] = t.b_hi[e]
-        y[4 * nb + 2] = t.b_ws[e]
-        y[4 * nb + 3] = cls[t.b_tgt[e]]
+        y[2 * nb] = (<int32_t> t.b_lo[e] << 16) | (<int32_t> t.b_hi[e] << 8) | t.b_ws[e]  # in packing's order
+        y[2 * nb + 1] = cls[t.b_tgt[e]]
         nb += 1
-    nb = _as_set(y, nb, 4)
-    y = &x[3 + 4 * nb]
+    nb = _as_set(y, nb, 2)
+    y = &x[3 + 2 * nb]
     for e in range(t.x_start[s], t.x_start[s + 1]):
         y[3 * nx] = t.x_kind[e]
         y[3 * nx + 1] = t.x_arg[e]
@@ -287,7 +286,7 @@ cdef int32_t _signature(const Tables* t, const int32_t* cls, int32_t s, int32_t*
     nx = _as_set(y, nx, 3)
     x[1] = nb
     x[2] = nx
-    return 3 + 4 * nb + 3 * nx
+    return 3 + 2 * nb + 3 * nx
 
 
 cdef int bisimulation(const Tables* t, int32_t* canon) noexcept nogil:
@@ -346,7 +345,7 @@ cdef int bisimulation(const Tables* t, int32_t* canon) noexcept nogil:
     if off != NULL:
         for s in range(n):
             off[s] = total
-            total += 3 + 4 * (t.b_start[s + 1] - t.b_start[s]) + 3 * (t.x_start[s + 1] - t.x_start[s])
+            total += 3 + 2 * (t.b_start[s + 1] - t.b_start[s]) + 3 * (t.x_start[s + 1] - t.x_start[s])
     while cap < 2 * n + 2:
         cap *= 2
     sig = <int32_t*> malloc(max(total, 1) * sizeof(int32_t))
@@ -553,11 +552,15 @@ cdef int32_t _group(const Tables* t, const int32_t* cls, int32_t* sig, const int
     """The group of ``s``'s signature in this generation's table; a new signature gets ``fresh``."""
     cdef int32_t* x = &sig[off[s]]
     cdef int32_t sz = _signature(t, cls, s, x), e, g, q
-    cdef uint32_t h = 0x811C9DC5u
+    cdef uint64_t h = 0x9E3779B97F4A7C15u
     size[s] = sz
-    for e in range(sz):
-        h = _mix(h, <uint32_t> x[e])
-    q = h & <uint32_t> (cap - 1)
+    for e in range(0, sz - 1, 2):  # two ints a step
+        h = (h ^ (<uint64_t> <uint32_t> x[e] | (<uint64_t> <uint32_t> x[e + 1] << 32))) * 0xBF58476D1CE4E5B9u
+        h ^= h >> 31
+    if sz & 1:
+        h = (h ^ <uint32_t> x[sz - 1]) * 0xBF58476D1CE4E5B9u
+        h ^= h >> 31
+    q = <int32_t> ((h ^ (h >> 32)) & <uint64_t> (cap - 1))
     while slot_gen[q] == gen:
         g = slot_state[q]
         if size[g] == sz and memcmp(&sig[off[g]], x, sz * sizeof(int32_t)) == 0:
