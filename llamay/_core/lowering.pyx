@@ -810,39 +810,79 @@ cdef set _nullable_rules(dict rules):
     return found
 
 
+ctypedef struct _Place:
+    void* node  # NULL: where the rule itself continues
+    int32_t item  # the sequence ``node``'s item after this one; -1: the loop of the repetition ``node``
+
+
+cdef object _place_key(_Place p):
+    if p.node == NULL:
+        return None
+    return PyLong_FromVoidPtr(p.node) if p.item < 0 else (PyLong_FromVoidPtr(p.node), p.item)
+
+
 cdef tuple _references(dict rules):
     """Per rule: the defined rules it refers to, in order of appearance; and, per callee, the
     places its uses continue at (``None``: where the rule itself does, for a use in tail
     position; else the item after the use, or the loop of a repetition around it).
+
+    Places live in a C array beside the walk's stack, made Python keys only at a reference:
+    most expressions walked contain none.
     """
     cdef dict refs = {}, places = {}, mine
     cdef set seen_nodes
+    cdef list stack, out
     cdef tuple items
-    for name, expr in rules.items():
-        out = []
-        mine = {}
-        stack = [(expr, None)]
-        seen_nodes = set()  # expressions are DAGs: walk a shared subtree once per rule
-        while stack:
-            e, then = stack.pop()
-            tp = type(e)
-            if tp is Ref:
-                if e.name in rules:
-                    out.append(e.name)
-                    mine.setdefault(e.name, set()).add(then)
-            elif tp is Seq or tp is Alt:
-                items = e.items
-                for i in range(len(items)):
+    cdef int32_t cap = 64, i, n, top
+    cdef _Place here
+    cdef _Place* place = <_Place*> malloc(cap * sizeof(_Place))
+    if place == NULL:
+        raise MemoryError("rule references")
+    try:
+        for name, expr in rules.items():
+            out = []
+            mine = {}
+            stack = [expr]
+            place[0].node = NULL
+            seen_nodes = set()  # expressions are DAGs: walk a shared subtree once per rule
+            while stack:
+                e = stack.pop()
+                here = place[len(stack)]
+                tp = type(e)
+                if tp is Ref:
+                    if e.name in rules:
+                        out.append(e.name)
+                        mine.setdefault(e.name, set()).add(_place_key(here))
+                    continue
+                if tp is Repeat:
+                    items = (e.item,)
+                elif tp is Seq or tp is Alt:
+                    items = e.items
+                else:
+                    continue
+                n = len(items)
+                for i in range(n):
                     x = items[i]
-                    if type(x) is not Bytes and _id(x) not in seen_nodes:
-                        seen_nodes.add(_id(x))
-                        stack.append((x, then if tp is Alt or i == len(items) - 1 else (_id(e), i)))
-            elif tp is Repeat:
-                if _id(e.item) not in seen_nodes:
-                    seen_nodes.add(_id(e.item))
-                    stack.append((e.item, _id(e)))
-        refs[name] = out
-        places[name] = mine
+                    if type(x) is Bytes:
+                        continue
+                    key = _id(x)
+                    if key in seen_nodes:
+                        continue
+                    seen_nodes.add(key)
+                    top = len(stack)
+                    if not grow(<void**> &place, &cap, top + 1, sizeof(_Place)):
+                        raise MemoryError("rule references")
+                    if tp is Repeat:
+                        place[top].node, place[top].item = <void*> e, -1
+                    elif tp is Alt or i == n - 1:
+                        place[top] = here
+                    else:
+                        place[top].node, place[top].item = <void*> e, i
+                    stack.append(x)
+            refs[name] = out
+            places[name] = mine
+    finally:
+        free(place)
     return refs, places
 
 
