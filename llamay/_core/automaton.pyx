@@ -407,6 +407,10 @@ cdef int bisimulation(const Tables* t, int32_t* canon) noexcept nogil:
             dirty[s] = 1
             next_d[s] = head_d[c]
             head_d[c] = s
+        for j in range(n_work // 2):  # classes of later states first: lowering numbers a state's successors after it
+            c = work[j]
+            work[j] = work[n_work - 1 - j]
+            work[n_work - 1 - j] = c
         while n_work > 0:
             n_work -= 1
             c = work[n_work]
