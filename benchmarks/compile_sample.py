@@ -5,7 +5,8 @@ instruction counts do not, so compare commits with
 
     PYTHONHASHSEED=0 valgrind --tool=callgrind python3 -m benchmarks.compile_sample
 
-(about two minutes; add ``--callgrind-out-file=F`` to keep the profile for ``callgrind_annotate``),
+(about two minutes; add ``--callgrind-out-file=F`` to keep the profile for ``callgrind_annotate``,
+and ``--open`` for the peer harness's setting),
 and subtract a run with ``--size 0``: importing and reading the corpus cost about 6.4G
 instructions of the total. The compile deadline is lifted: under valgrind a large schema would pass it or not depending
 on the machine's load, and the count with it.
@@ -35,12 +36,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", type=int, default=400)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--open", action="store_true", help="open objects, unbounded whitespace (the peer harness)")
     args = ap.parse_args()
     limits.COMPILE_SECONDS = schema.COMPILE_SECONDS = float("inf")
+    settings = {"closed_objects": False, "whitespace_budget": None} if args.open else {}
     compiled = states = 0
     for one in sample(args.size, args.seed):
         try:
-            states += compile_json_schema(one).n_states
+            states += compile_json_schema(one, **settings).n_states
             compiled += 1
         except SchemaError:
             pass

@@ -220,6 +220,59 @@ cdef void _edges_free(Edges* e) noexcept nogil:
     e.x = NULL
 
 
+cdef int _forward(_Lowering low, Edges* e) except -1:
+    """Point every edge into a state that only passes on (one epsilon edge, no other, not final) past it.
+
+    Sequences and inlined rules join their pieces through such states, and epsilon elimination
+    would give each one a copy of what follows: a key's way out of the names' trie copied the
+    whole string loop. Bypassed states become unreachable, and packing leaves them out. A cycle
+    of them (it matches nothing) stops at one of its states.
+    """
+    cdef _NFA nfa = low.nfa
+    cdef int32_t n = nfa.n_states, s, y, r, top, i
+    cdef int32_t* to = <int32_t*> malloc(max(n, 1) * sizeof(int32_t))
+    cdef int32_t* path = <int32_t*> malloc(max(n, 1) * sizeof(int32_t))
+    cdef uint8_t* mark = <uint8_t*> malloc(max(n, 1))  # 0 unresolved, 1 on the current path, 2 resolved
+    if to == NULL or path == NULL or mark == NULL:
+        free(to)
+        free(path)
+        free(mark)
+        raise MemoryError()
+    try:
+        for s in range(n):
+            to[s] = s
+            mark[s] = 2
+            if (not nfa.final[s] and e.b_start[s] == e.b_start[s + 1] and e.x_start[s + 1] - e.x_start[s] == 1
+                    and e.x[e.x_start[s]].kind == EDGE_EPS and e.x[e.x_start[s]].tgt != s):
+                to[s] = e.x[e.x_start[s]].tgt
+                mark[s] = 0
+        for s in range(n):
+            top = 0
+            y = s
+            while mark[y] == 0:
+                mark[y] = 1
+                path[top] = y
+                top += 1
+                y = to[y]
+            r = to[y] if mark[y] == 2 else y  # on the path: a cycle, which ends at ``y``
+            to[y] = r
+            mark[y] = 2
+            for i in range(top):
+                to[path[i]] = r
+                mark[path[i]] = 2
+        for i in range(e.b_start[n]):
+            e.b[i].tgt = to[e.b[i].tgt]
+        for i in range(e.x_start[n]):
+            e.x[i].tgt = to[e.x[i].tgt]
+        for i in range(len(low.rule_start)):
+            low.rule_start[i] = to[<int32_t> low.rule_start[i]]
+    finally:
+        free(to)
+        free(path)
+        free(mark)
+    return 0
+
+
 cdef int _eliminate_epsilon(_NFA nfa, Edges* e) except -1:
     """Give every state the byte edges, special edges and finality of its epsilon closure.
 
@@ -1038,6 +1091,7 @@ def lower(dict rules, root, *, whitespace_budget, list warnings, bint copies=Tru
     low.build()
     low.nfa.group(&e)
     try:
+        _forward(low, &e)
         _eliminate_epsilon(low.nfa, &e)
         _check_left_recursion(low, &e)
         arrays = _pack(low, &e)
