@@ -7,7 +7,10 @@ A grammar is a set of named rules. A rule is an expression built from:
 - ``Seq`` and ``Alt``: sequence and alternation (``Alt()`` is refused: it matches nothing);
 - ``Ref``: a reference to a named rule (recursion is what makes it a pushdown automaton);
 - ``Repeat``: ``item{min,max}``. Small bounds are unrolled into states; large ones run on a
-  counter held in the rule's stack frame, so ``[0-9]{1,4096}`` costs a handful of states.
+  counter held in the rule's stack frame, so ``[0-9]{1,4096}`` costs a handful of states;
+- ``Except``: a finite-state ``item`` less some byte strings (an additional key is any string
+  but the declared names). Lowering builds the names' trie over the item's DFA in C: spelled
+  out in ``Alt``/``Seq`` nodes it cost more than the rest of the schema.
 
 Expressions are immutable values; build them with the helpers below.
 ``Grammar.compile`` lowers the rules onto the core's flat automaton (``llamay._core.lowering``).
@@ -100,8 +103,22 @@ class Repeat(_CachedHash):
         _set(self, "_hash", None)
 
 
-Expr = Union[Bytes, Seq, Alt, Ref, Repeat]
-for _cls in (Bytes, Seq, Alt, Ref, Repeat):  # the dataclass decorator wrote a whole-tree hash: use the cached one
+@dataclass(frozen=True, slots=True, eq=True, init=False)
+class Except(_CachedHash):
+    """What ``item`` matches, but none of ``words``; ``item`` holds no ``Ref`` and no whitespace byte."""
+
+    item: Expr
+    words: tuple[bytes, ...]
+    _hash: int | None = field(compare=False, repr=False)
+
+    def __init__(self, item: Expr, words: tuple[bytes, ...]) -> None:
+        _set(self, "item", item)
+        _set(self, "words", words)
+        _set(self, "_hash", None)
+
+
+Expr = Union[Bytes, Seq, Alt, Ref, Repeat, Except]
+for _cls in (Bytes, Seq, Alt, Ref, Repeat, Except):  # the dataclass wrote a whole-tree hash: use the cached one
     _cls.__hash__ = _CachedHash.__hash__
 
 EMPTY = Seq(())

@@ -21,11 +21,11 @@ from .ir import (
     EMPTY,
     Alt,
     Bytes,
+    Except,
     Expr,
     Grammar,
     Ref,
     alt,
-    alt_distinct,
     byte_range,
     byte_set,
     literal,
@@ -114,35 +114,14 @@ def counted(item: Expr, lo: int, hi: int | None) -> Expr:
     return seq(*fixed, repeat(item, rest, rest), ranged)
 
 
-def encode_char(cp: int) -> bytes:
-    """The canonical spelling of one code point inside a JSON string (as ``json.dumps`` writes it)."""
-    short = _SHORT_ESCAPES.get(cp)
-    if short:
-        return ("\\" + short).encode()
-    if cp < 0x20:
-        return f"\\u{cp:04x}".encode()
-    return chr(cp).encode("utf-8", "surrogatepass")
-
-
-def canonical_char(excluded: frozenset[int] = frozenset()) -> Expr:
-    """One code point in its canonical spelling, except the code points in ``excluded``."""
-    pieces = [_ascii_raw(excluded), _non_ascii(excluded), _escape(excluded)]
-    return alt(*(p for p in pieces if p is not None))
-
-
-# The three pieces of a canonical character are cached by the excluded set: ``key_excluding``
-# asks for them at every node of a names' trie, and most nodes exclude one or two letters.
+# Pieces of a canonical character, cached by the code points they leave out: ``canonical_class``
+# asks for them with the ASCII complement of each regex class.
 
 
 @lru_cache(maxsize=4096)
 def _ascii_raw(excluded) -> Expr | None:
     ranges = _subtract(((0x20, 0x21), (0x23, 0x5B), (0x5D, 0x7F)), sorted(cp for cp in excluded if cp < 0x80))
     return Bytes(tuple(ranges)) if ranges else None
-
-
-@lru_cache(maxsize=1024)
-def _non_ascii(excluded) -> Expr:
-    return char_class(_subtract(((0x80, MAX_CODE_POINT),), sorted(cp for cp in excluded if cp >= 0x80)))
 
 
 @lru_cache(maxsize=1024)
@@ -175,8 +154,8 @@ def _subtract(ranges, holes: list[int]) -> list[tuple[int, int]]:
 def canonical_class(ranges) -> Expr | None:
     """One code point in ``ranges`` (inclusive pairs), canonically spelled; None when they hold none.
 
-    ``canonical_char`` suits a few excluded code points; a regex class (``[^a-z]``, ``\\S``, ``.``)
-    is a set of ranges, mostly beyond ASCII. Surrogates are never produced.
+    A regex class (``[^a-z]``, ``\\S``, ``.``) is a set of ranges, mostly beyond ASCII.
+    Surrogates are never produced.
     """
     ranges = merge_ranges(ranges)
     outside = frozenset(cp for cp in range(0x80) if not any(lo <= cp <= hi for lo, hi in ranges))
@@ -186,77 +165,26 @@ def canonical_class(ranges) -> Expr | None:
     return alt(*present) if present else None
 
 
-CANONICAL_CHAR = canonical_char()
+#: One code point in its canonical spelling.
+CANONICAL_CHAR = alt(_ascii_raw(frozenset()), char_class(((0x80, MAX_CODE_POINT),)), _escape(frozenset()))
 
-#: Key characters matched exactly against the declared names; past this depth an extra key
-#: that still follows a name is refused (sound: it only ever rejects more keys).
-KEY_TRIE_DEPTH = 32
+#: Any string in its canonical spelling, quotes included: the key of an additional property.
+_KEY = seq(literal('"'), star(CANONICAL_CHAR), literal('"'))
 
 
-def key_excluding(names, grammar: Grammar) -> Expr:
+def key_excluding(names) -> Expr:
     """A canonical string (quotes included) equal to none of ``names``.
 
-    A key that is not a name either leaves the names' trie (a prefix of a name, then a
-    character no name continues with, then any characters) or stops inside it at a point
-    where no name ends. The two run side by side as two automaton paths. Every way out of
-    the trie ends at one place, so the pieces every node shares (any non-ASCII character,
-    any escape, the free tail) are rules of ``grammar``, defined once: the size is linear in
-    the total length of the names.
+    Lowering walks the names' trie over the string's DFA (``ir.Except``), in C: the size is
+    linear in the total length of the names, and a name of any length is told apart.
     """
-    trie: dict = {}
+    words = []
     for name in names:
-        node = trie
-        for ch in name[:KEY_TRIE_DEPTH]:
-            node = node.setdefault(ord(ch), {})
-        node[None if len(name) <= KEY_TRIE_DEPTH else "long"] = True
-    shared = {
-        "key_non_ascii": lambda: _non_ascii(()),
-        "key_escape": lambda: _escape(()),
-        "key_char": lambda: CANONICAL_CHAR,
-        "key_tail": lambda: star(CANONICAL_CHAR),
-    }
-    refs = {name: _rule(grammar, name, build) for name, build in shared.items()}
-    leave, stop = _leave(trie, 0, refs), _stop(trie, 0)
-    ways = ([seq(leave, refs["key_tail"])] if leave is not None else []) + ([stop] if stop is not None else [])
-    return seq(literal('"'), alt_distinct(*ways), literal('"'))  # only the way out of the trie ends with a free tail
-
-
-def _rule(grammar: Grammar, name: str, build) -> Ref:
-    """The rule ``name`` of ``grammar``, defined by ``build()`` on first use."""
-    return Ref(name) if name in grammar.rules else grammar.define(name, build())
-
-
-def _leave(node: dict, depth: int, refs: dict[str, Ref]) -> Expr | None:
-    """A prefix that follows the trie from ``node``, then a character that leaves it."""
-    if depth == KEY_TRIE_DEPTH:
-        return None if "long" in node else refs["key_char"]
-    children = frozenset(cp for cp in node if isinstance(cp, int))
-    pieces = [
-        _ascii_raw(children),
-        _non_ascii(children) if any(cp >= 0x80 for cp in children) else refs["key_non_ascii"],
-        _escape(children) if any(cp < 0x20 or cp in _SHORT_ESCAPES for cp in children) else refs["key_escape"],
-    ]
-    for cp in children:
-        rest = _leave(node[cp], depth + 1, refs)
-        if rest is not None:
-            pieces.append(seq(_char_literal(cp), rest))
-    return choice([p for p in pieces if p is not None])
-
-
-def _stop(node: dict, depth: int) -> Expr | None:
-    """A prefix that follows the trie from ``node`` and ends where no name ends."""
-    parts = [] if None in node else [EMPTY]
-    for cp in node:
-        rest = _stop(node[cp], depth + 1) if isinstance(cp, int) else None
-        if rest is not None:
-            parts.append(seq(_char_literal(cp), rest))
-    return choice(parts) if parts else None
-
-
-@lru_cache(maxsize=4096)
-def _char_literal(cp: int) -> Expr:
-    # cached: the names' trie spells the same letters at every node
-    return literal(encode_char(cp))
+        try:
+            words.append(dumps(name).encode("utf-8"))
+        except UnicodeEncodeError:  # a lone surrogate: no key spells it
+            continue
+    return Except(_KEY, tuple(words))
 
 
 def choice(parts: list[Expr]) -> Expr:

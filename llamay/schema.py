@@ -649,7 +649,7 @@ class _Compiler:
     def additional_key(self, node: dict, pointer: str, names: list[str], names_ok) -> Expr | None:
         """An undeclared key: any name but the declared ones, within "propertyNames"."""
         if names_ok is None:
-            return jg.key_excluding(names, self.grammar) if names else jg.string()
+            return jg.key_excluding(names) if names else jg.string()
         schema = node["propertyNames"]
         if schema is False:
             return None

@@ -16,7 +16,7 @@ from llamay._core.lowering import lower
 from llamay import GrammarError, LlamayError, Matcher, compile_json_schema, ir, limits
 from llamay.schema import schema_expr
 from llamay.testing import accepts
-from tests.irgen import ALPHABET, grammars, to_regex
+from tests.irgen import ALPHABET, exprs, grammars, to_regex
 
 _texts = st.binary(max_size=12) | st.lists(st.sampled_from([*ALPHABET, *"é".encode()]), max_size=24).map(bytes)
 
@@ -28,6 +28,39 @@ def test_regular_grammars_accept_exactly_what_re_fullmatches(g, texts):
     pattern = re.compile(to_regex(g.rules["root"]), re.DOTALL)
     for text in texts:
         assert accepts(compiled, text) == bool(pattern.fullmatch(text)), text
+
+
+_words = st.lists(st.sampled_from(ALPHABET), max_size=4).map(bytes) | _texts
+
+
+@settings(max_examples=300, deadline=None)
+@given(exprs(refs=False), st.lists(_words, max_size=5), st.lists(_texts, min_size=1, max_size=8), st.booleans())
+def test_except_accepts_what_its_item_does_but_the_words(item, words, texts, repeated):
+    """The words' trie over the item's DFA: where the item ends, a word must not (alone, or up to three times)."""
+    body = ir.Except(item, tuple(words))
+    g = ir.Grammar()
+    g.define("root", ir.seq(ir.Repeat(body, 0, 3) if repeated else body, ir.literal(";")))
+    try:
+        compiled = g.compile()
+    except GrammarError as e:
+        assert "Except item" in str(e)  # whitespace bytes or a counter inside: refused by name
+        reject()
+    one = re.compile(to_regex(item), re.DOTALL)
+
+    def matches(piece: bytes) -> bool:
+        return bool(one.fullmatch(piece)) and piece not in words
+
+    for text in [*words, *texts]:
+        ends = {0}
+        if repeated:
+            reached = {0}
+            for _ in range(3):
+                ends = {j for i in ends for j in range(i, len(text) + 1) if matches(text[i:j])}
+                reached |= ends
+            want = len(text) in reached
+        else:
+            want = matches(text)
+        assert accepts(compiled, text + b";") == want, text
 
 
 @settings(max_examples=200, deadline=None)

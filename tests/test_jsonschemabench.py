@@ -38,9 +38,6 @@ EXPECTED_FAILURES: set[str] = {
     # a bounded number spelled with an exponent (1e-06): bounded numbers are written plainly
     "Github_hard---o57716.json#0",
     "Github_hard---o57716.json#1",
-    # an additional key that starts with the first 32 bytes of a longer declared name: keys are
-    # told apart from declared names up to json_grammar.KEY_TRIE_DEPTH bytes, then refused
-    "Kubernetes---kb_494_Normalized.json#0",
 }
 
 

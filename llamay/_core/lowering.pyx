@@ -20,6 +20,10 @@ The walk over IR expressions holds Python objects; states and edges live in C ar
 epsilon elimination, renumbering and packing run on them without the interpreter: a large
 schema lowers to tens of thousands of states, and compile time is a product target.
 
+An ``Except`` (a finite-state item less some words: an additional key, which must be none of
+the declared names) is built here in C: the item's DFA (determinized once per process), the
+words' trie walked over it, and one copy of the DFA for the keys that leave the trie.
+
 Refused here, by rule name: undefined rules, a missing root, ``Alt()`` and empty byte
 sets, bad repetition bounds, left recursion (direct, indirect or through a nullable
 prefix: the automaton expands a call before it reads a byte, so it would never stop),
@@ -38,7 +42,7 @@ cimport numpy as cnp
 
 from .. import limits
 from ..errors import GrammarError
-from ..ir import EMPTY, Alt, Bytes, Ref, Repeat, Seq, alt, seq
+from ..ir import EMPTY, Alt, Bytes, Except, Ref, Repeat, Seq, alt, seq
 from ..ir import alt_distinct as _alt_distinct
 
 from .automaton cimport EDGE_CALL, EDGE_EXIT, EDGE_INC, CompiledGrammar, array_data, grow
@@ -398,6 +402,28 @@ cdef int32_t _sorted_unique_specials(Special* a, int32_t n) noexcept nogil:
     return k + 1
 
 
+ctypedef struct _TrieNode:      # a node of ``excluding``'s walk: its state, the DFA's, its words, their shared length
+    int32_t state, q, lo, hi, depth
+
+
+cdef class _DFA:
+    """A deterministic automaton over bytes: state ``q``'s edges ``lo..hi -> tgt`` are ``start[q]..start[q + 1]``, sorted."""
+
+    cdef int32_t n, initial
+    cdef int32_t* start
+    cdef uint8_t* lo
+    cdef uint8_t* hi
+    cdef int32_t* tgt
+    cdef uint8_t* final
+
+    def __dealloc__(self):
+        free(self.start)
+        free(self.lo)
+        free(self.hi)
+        free(self.tgt)
+        free(self.final)
+
+
 cdef class _Lowering:
     cdef dict rules, refs, rule_ids, rule_sizes, inline_entries
     cdef dict size_memo, factored, templates  # keyed by id(): IR equality compares whole trees in Python
@@ -472,6 +498,8 @@ cdef class _Lowering:
                 n += self.size(x, depth + 1)
                 if n > self.max_states:
                     break
+        elif tp is Except:  # the trie's nodes and a copy of the item
+            n = 1 + self.size(expr.item, depth + 1) + sum([len(w) for w in expr.words])
         else:
             body = self.size(expr.item, depth + 1)
             n = 2 + body * (1 if self.counted(expr) else max(expr.min, expr.max or 1, 1))
@@ -557,6 +585,8 @@ cdef class _Lowering:
             if expr.max == 1:
                 return item
             return seq(item, Repeat(expr.item, 0, None if expr.max is None else expr.max - 1))
+        elif tp is Except:
+            return Except(expr.item, expr.words + (b"",))
         return alt(*parts) if parts else None
 
     # -- construction ---------------------------------------------------------------------
@@ -647,6 +677,8 @@ cdef class _Lowering:
                 self.nfa.special(s, EDGE_EPS, 0, entry)
         elif tp is Seq or tp is Alt or tp is Repeat:
             self.composite(expr, tp, s, t, rid, name, depth)
+        elif tp is Except:
+            self.excluding(expr, s, t, rid, name)
         else:
             raise GrammarError(f"not an IR expression: {expr!r}", rule=name)
         return 0
@@ -798,6 +830,161 @@ cdef class _Lowering:
         return 0
 
 
+    cdef int excluding(self, expr, int32_t s, int32_t t, int32_t rid, str name) except -1:
+        """``expr.item`` less ``expr.words``: the words' trie walked over the item's DFA.
+
+        A trie node is a prefix of some words and the DFA state it reaches, ``s`` the root. A
+        byte no word continues with leaves the trie for a copy of the DFA, where nothing is
+        excluded any more; a node is final where the item may end and no word does. All of it
+        runs in C: as ``Alt``/``Seq`` nodes, the trie cost more than the rest of a schema.
+        """
+        cdef _DFA d = _dfa_of(expr.item, name)
+        cdef list words
+        for w in expr.words:
+            if type(w) is not bytes:
+                raise GrammarError(f"an Except word must be bytes, not {w!r}", rule=name)
+        words = sorted(set(expr.words))
+        cdef int32_t n = len(words), base, q, k, j, jend, i, top = 0, cap = 64, cur
+        cdef int c
+        cdef _TrieNode node
+        cdef const uint8_t** ptr = <const uint8_t**> malloc(max(n, 1) * sizeof(uint8_t*))
+        cdef int32_t* lens = <int32_t*> malloc(max(n, 1) * sizeof(int32_t))
+        cdef _TrieNode* stack = <_TrieNode*> malloc(cap * sizeof(_TrieNode))
+        if ptr == NULL or lens == NULL or stack == NULL:
+            free(ptr)
+            free(lens)
+            free(stack)
+            raise MemoryError()
+        try:
+            for i in range(n):
+                ptr[i] = <const uint8_t*> PyBytes_AS_STRING(words[i])
+                lens[i] = len(<bytes> words[i])
+            if self.nfa.n_states + d.n > self.max_states:
+                raise self.too_many_states()
+            base = self.nfa.n_states
+            self.nfa.states(rid, d.n)
+            for q in range(d.n):
+                for k in range(d.start[q], d.start[q + 1]):
+                    self.nfa.byte_edge(base + q, d.lo[k], d.hi[k], base + d.tgt[k], False)
+                if d.final[q]:
+                    self.nfa.special(base + q, EDGE_EPS, 0, t)
+            stack[0] = _TrieNode(s, d.initial, 0, n, 0)
+            top = 1
+            while top:
+                top -= 1
+                node = stack[top]
+                self.ticks += 1
+                i = node.lo
+                if i < node.hi and lens[i] == node.depth:  # sorted: the word that ends here comes first
+                    i += 1
+                elif d.final[node.q]:
+                    self.nfa.special(node.state, EDGE_EPS, 0, t)
+                for k in range(d.start[node.q], d.start[node.q + 1]):
+                    while i < node.hi and ptr[i][node.depth] < d.lo[k]:  # the item cannot spell these words
+                        i += 1
+                    cur = d.lo[k]
+                    while i < node.hi and ptr[i][node.depth] <= d.hi[k]:
+                        c = ptr[i][node.depth]
+                        jend = i + 1
+                        while jend < node.hi and ptr[jend][node.depth] == c:
+                            jend += 1
+                        if cur < c:
+                            self.nfa.byte_edge(node.state, cur, c - 1, base + d.tgt[k], False)
+                        if not grow(<void**> &stack, &cap, top + 1, sizeof(_TrieNode)):
+                            raise MemoryError()
+                        stack[top] = _TrieNode(self.new_state(rid), d.tgt[k], i, jend, node.depth + 1)
+                        self.nfa.byte_edge(node.state, c, c, stack[top].state, False)
+                        top += 1
+                        cur = c + 1
+                        i = jend
+                    if cur <= d.hi[k]:
+                        self.nfa.byte_edge(node.state, cur, d.hi[k], base + d.tgt[k], False)
+        finally:
+            free(ptr)
+            free(lens)
+            free(stack)
+        return 0
+
+
+cdef dict _DFAS = {}  # item -> its _DFA, across compiles: the items are few (the additional key's string)
+
+
+cdef _DFA _dfa_of(item, str name):
+    """The DFA of a finite-state IR expression (subset construction over its epsilon-free NFA)."""
+    cdef _DFA d = _DFAS.get(item)
+    cdef _Lowering low
+    cdef Edges e
+    cdef int32_t i, m, q, k
+    if d is not None:
+        return d
+    low = _Lowering({"item": item}, "item", True)
+    low.frame_rule("item", "item", item, 0, 0)
+    low.build()
+    low.nfa.group(&e)
+    try:
+        for i in range(e.x_start[low.nfa.n_states]):
+            if e.x[i].kind != EDGE_EPS:
+                raise GrammarError("an Except item must be finite-state (no rule, no counted repetition)", rule=name)
+        for i in range(e.b_start[low.nfa.n_states]):
+            if e.b[i].ws:
+                raise GrammarError("an Except item cannot hold whitespace bytes", rule=name)
+        _forward(low, &e)
+        _eliminate_epsilon(low.nfa, &e)
+        first = (low.rule_start[0],)
+        ids, order, rows = {first: 0}, [first], []
+        while len(rows) < len(order):
+            members = order[len(rows)]
+            cuts = set()
+            for m in members:
+                for i in range(e.b_start[m], e.b_start[m + 1]):
+                    cuts.add(e.b[i].lo)
+                    cuts.add(e.b[i].hi + 1)
+            cuts = sorted(cuts)
+            row = []
+            for k in range(len(cuts) - 1):
+                targets = set()
+                for m in members:
+                    for i in range(e.b_start[m], e.b_start[m + 1]):
+                        if e.b[i].lo <= cuts[k] and cuts[k + 1] - 1 <= e.b[i].hi:
+                            targets.add(e.b[i].tgt)
+                if not targets:
+                    continue
+                key = tuple(sorted(targets))
+                if key not in ids:
+                    if len(order) > limits.INLINE_STATES:
+                        raise GrammarError(f"an Except item's DFA needs over {limits.INLINE_STATES} states", rule=name)
+                    ids[key] = len(order)
+                    order.append(key)
+                if row and row[len(row) - 1][1] == cuts[k] - 1 and row[len(row) - 1][2] == ids[key]:
+                    row[len(row) - 1] = (row[len(row) - 1][0], cuts[k + 1] - 1, ids[key])
+                else:
+                    row.append((cuts[k], cuts[k + 1] - 1, ids[key]))
+            rows.append(row)
+        d = _DFA()
+        d.n = len(order)
+        d.initial = 0
+        edges = [edge for row in rows for edge in row]
+        d.start = <int32_t*> malloc((d.n + 1) * sizeof(int32_t))
+        d.final = <uint8_t*> malloc(d.n)
+        d.lo = <uint8_t*> malloc(max(len(edges), 1))
+        d.hi = <uint8_t*> malloc(max(len(edges), 1))
+        d.tgt = <int32_t*> malloc(max(len(edges), 1) * sizeof(int32_t))
+        if d.start == NULL or d.final == NULL or d.lo == NULL or d.hi == NULL or d.tgt == NULL:
+            raise MemoryError()
+        k = 0
+        for q in range(d.n):
+            d.start[q] = k
+            d.final[q] = any(low.nfa.final[m] for m in order[q])
+            for lo, hi, tgt in rows[q]:
+                d.lo[k], d.hi[k], d.tgt[k] = lo, hi, tgt
+                k += 1
+        d.start[d.n] = k
+    finally:
+        _edges_free(&e)
+    _DFAS[item] = d
+    return d
+
+
 cdef list _left_factor(tuple items):
     """Alternatives that start with the same byte set share it: ``ab | ac`` becomes ``a (b | c)``.
 
@@ -847,6 +1034,8 @@ cdef bint _nullable(e, set nullable_rules) except -1:
         return False
     if tp is Repeat:
         return e.min == 0 or _nullable(e.item, nullable_rules)
+    if tp is Except:
+        return _nullable(e.item, nullable_rules) and b"" not in e.words
     return e.name in nullable_rules
 
 
