@@ -907,6 +907,8 @@ cdef class _Lowering:
 
 
 cdef dict _DFAS = {}  # item -> its _DFA, across compiles: the items are few (the additional key's string)
+cdef enum:
+    MAX_DFAS = 64         # items kept at most: IR built by a library user could bring new ones forever
 
 
 cdef _DFA _dfa_of(item, str name):
@@ -981,6 +983,8 @@ cdef _DFA _dfa_of(item, str name):
         d.start[d.n] = k
     finally:
         _edges_free(&e)
+    if len(_DFAS) >= MAX_DFAS:
+        _DFAS.clear()
     _DFAS[item] = d
     return d
 
