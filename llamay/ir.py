@@ -208,6 +208,20 @@ def whitespace(chars: bytes = JSON_WHITESPACE) -> Bytes:
     return byte_set(chars, whitespace=True)
 
 
+#: Rule bodies built once for the process, by id (the object is held, so the id stays its own).
+PERMANENT: dict[int, Expr] = {}
+
+
+def permanent(expr: Expr) -> Expr:
+    """``expr``, marked as built once for the process: lowering keeps its frame across compiles.
+
+    The any-JSON value rules are in every schema with an open object; building their frames
+    again in each compile cost about a third of a small schema's compile.
+    """
+    PERMANENT[id(expr)] = expr
+    return expr
+
+
 class Grammar:
     """A set of named rules under construction."""
 

@@ -31,6 +31,7 @@ from .ir import (
     literal,
     merge_ranges,
     optional,
+    permanent,
     plus,
     repeat,
     seq,
@@ -244,16 +245,23 @@ _MAX_PLAIN_DIGITS = 400
 
 def define_any_value(grammar: Grammar) -> Ref:
     """Define (once per grammar) the recursive rules ``json_value``, ``json_object`` and ``json_array``."""
-    value = Ref("json_value")
-    if value.name in grammar.rules:
-        return value
-    member = seq(string(), WS, literal(":"), WS, value, WS)
-    obj = grammar.define("json_object", container("{", "}", member))
-    arr = grammar.define("json_array", container("[", "]", seq(value, WS)))
-    grammar.define(value.name, alt(obj, arr, string(), NUMBER, literal("true"), literal("false"), literal("null")))
-    return value
+    if _ANY_VALUE.name not in grammar.rules:
+        for name, body in _ANY_RULES.items():
+            grammar.define(name, body)
+    return _ANY_VALUE
 
 
 def container(open_: str, close: str, element: Expr) -> Expr:
     """``open_ WS (element ("," WS element)*)? close``: elements carry their trailing whitespace."""
     return seq(literal(open_), WS, optional(seq(element, star(seq(literal(","), WS, element)))), literal(close))
+
+
+# The any-JSON rules, built once: their bodies are the same objects in every grammar, so
+# lowering reuses their frames (``ir.permanent``).
+_ANY_VALUE = Ref("json_value")
+_ANY_RULES = {
+    "json_object": permanent(container("{", "}", seq(string(), WS, literal(":"), WS, _ANY_VALUE, WS))),
+    "json_array": permanent(container("[", "]", seq(_ANY_VALUE, WS))),
+    "json_value": permanent(alt(Ref("json_object"), Ref("json_array"), string(), NUMBER, literal("true"),
+                                literal("false"), literal("null"))),
+}

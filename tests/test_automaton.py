@@ -319,9 +319,11 @@ def test_repetition_copies_share_a_class():
     assert len(set(compiled.state_classes.tolist())) < compiled.n_states
 
 
+@pytest.mark.parametrize("closed", [True, False], ids=["closed", "open"])
 @pytest.mark.parametrize("subset", ["Github_easy", "Glaiveai2K", "Kubernetes"])
-def test_copied_fragments_lower_exactly_as_built_ones(subset):
-    """Lowering copies a fragment it built before for the same IR node (schemas repeat subtrees):
+def test_copied_fragments_lower_exactly_as_built_ones(subset, closed):
+    """Lowering copies a fragment it built before for the same IR node (schemas repeat subtrees),
+    and a permanent frame (the any-JSON rules of open objects) kept from an earlier compile:
     every 10th schema of a subset lowers to the same tables as when every fragment is built."""
     with gzip.open(corpus("jsonschemabench", f"{subset}.jsonl.gz"), "rt", encoding="utf-8") as lines:
         records = [json.loads(line) for i, line in enumerate(lines) if i % 10 == 0]
@@ -329,7 +331,7 @@ def test_copied_fragments_lower_exactly_as_built_ones(subset):
     for record in records:
         grammar, warnings = ir.Grammar(), []
         try:
-            grammar.define("root", schema_expr(grammar, record["schema"], "", warnings))
+            grammar.define("root", schema_expr(grammar, record["schema"], "", warnings, closed_objects=closed))
             copied = lower(grammar.rules, "root", whitespace_budget=64, warnings=[])
         except LlamayError:
             continue
@@ -338,6 +340,23 @@ def test_copied_fragments_lower_exactly_as_built_ones(subset):
             np.testing.assert_array_equal(array, built[name], err_msg=name)
         compared += 1
     assert compared >= len(records) // 2
+
+
+def test_a_permanent_frame_is_kept_only_where_its_calls_are_calls():
+    """A permanent body's frame, kept from one grammar, is reused in another only where every rule it
+    calls is a frame there too; where one is inlined instead, the body is built again."""
+    body = ir.permanent(ir.seq(ir.literal("a"), ir.Ref("t")))
+    recursive = ir.alt(ir.literal("b"), ir.seq(ir.literal("c"), ir.Ref("t")))  # a frame: the body calls it
+    for t, text, other in [(recursive, b"accb", b"ad"), (ir.literal("d"), b"ad", b"ab"), (recursive, b"ab", b"ad")]:
+        g = ir.Grammar()
+        g.define("root", body)
+        g.define("t", t)
+        kept = g.compile()
+        built = lower(g.rules, "root", whitespace_budget=None, warnings=[], copies=False)
+        for name, array in kept.tables.items():
+            np.testing.assert_array_equal(array, built.tables[name], err_msg=name)
+        assert accepts(kept, text) and not accepts(kept, other)
+        assert ("t" in kept.rule_names) == (t is recursive)
 
 
 @pytest.mark.parametrize("wraps", [0, 2, 6])

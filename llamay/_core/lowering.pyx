@@ -42,7 +42,7 @@ cimport numpy as cnp
 
 from .. import limits
 from ..errors import GrammarError
-from ..ir import EMPTY, Alt, Bytes, Except, Ref, Repeat, Seq, alt, seq
+from ..ir import EMPTY, PERMANENT, Alt, Bytes, Except, Ref, Repeat, Seq, alt, seq
 from ..ir import alt_distinct as _alt_distinct
 
 from .automaton cimport EDGE_CALL, EDGE_EXIT, EDGE_INC, CompiledGrammar, array_data, grow
@@ -424,6 +424,11 @@ cdef class _DFA:
         free(self.final)
 
 
+cdef dict _FRAMES = {}  # (permanent body's id, limits that shape it) -> (body, fragment, rules it calls)
+cdef dict _REFERENCES = {}  # permanent body's id -> (rules it names, their places): ``_references``
+cdef enum:
+    MAX_FRAMES = 64       # frames kept at most across compiles
+
 cdef class _Lowering:
     cdef dict rules, refs, rule_ids, rule_sizes, inline_entries
     cdef dict size_memo, factored, templates  # keyed by id(): IR equality compares whole trees in Python
@@ -619,7 +624,8 @@ cdef class _Lowering:
         while self.frames:
             rid, name, body, start, final, lo, hi = self.frames.pop()
             if lo == 0 and hi == 0:
-                self.frag(body, start, final, rid, name, 0)
+                if not (self.copies and _id(body) in PERMANENT and self.permanent_frame(body, start, final, rid, name)):
+                    self.frag(body, start, final, rid, name, 0)
             else:
                 # item{min,max} on a counter: start --EXIT--> final; start --INC--> loop --item--> start
                 loop = self.new_state(rid)
@@ -720,25 +726,80 @@ cdef class _Lowering:
 
     cdef int record(self, expr, int32_t s, int32_t t, int32_t n0, int32_t nb0, int32_t nx0, int height) except -1:
         """Keep the fragment just built from ``s`` to ``t`` as ``expr``'s template, if it is self-contained."""
+        data = self.fragment(s, t, n0, nb0, nx0, height)
+        if data is not None:
+            self.templates[_id(expr)] = (expr, data)
+            self.template_bytes += len(data)
+        return 0
+
+    cdef fragment(self, int32_t s, int32_t t, int32_t n0, int32_t nb0, int32_t nx0, int height):
+        """The fragment just built from ``s`` to ``t`` (its new states from ``n0``, its edges from
+        ``nb0``/``nx0``) as bytes, or ``None`` where an edge leaves it."""
         cdef int32_t n1 = self.nfa.n_states, i
         cdef Template m = Template(s, t, n0, n1 - n0, self.nfa.n_b - nb0, self.nfa.n_x - nx0, height)
         for i in range(nb0, self.nfa.n_b):
             if not _inside(&m, self.nfa.b[i].src, self.nfa.b[i].tgt):
-                return 0
+                return None
         for i in range(nx0, self.nfa.n_x):
             if not _inside(&m, self.nfa.x[i].src, self.nfa.x[i].tgt):
-                return 0
+                return None
         data = PyBytes_FromStringAndSize(NULL, sizeof(Template) + m.n_b * sizeof(ByteEdge) + m.n_x * sizeof(Special))
         cdef char* p = PyBytes_AS_STRING(data)
         memcpy(p, &m, sizeof(Template))
         memcpy(p + sizeof(Template), &self.nfa.b[nb0], m.n_b * sizeof(ByteEdge))
         memcpy(p + sizeof(Template) + m.n_b * sizeof(ByteEdge), &self.nfa.x[nx0], m.n_x * sizeof(Special))
-        self.templates[_id(expr)] = (expr, data)
-        self.template_bytes += len(data)
-        return 0
+        return data
 
-    cdef int replay(self, bytes data, int32_t s, int32_t t, int32_t rid, str name, int depth) except -1:
+    cdef bint permanent_frame(self, body, int32_t start, int32_t final, int32_t rid, str name) except -1:
+        """Build a frame whose body is ``ir.permanent`` from the copy kept across compiles, or keep one.
+
+        The copy names the rules it calls, which must be frames here too (then the body's walk is
+        the same: every ``Ref`` in it a call). A body that inlines a rule or counts a repetition is
+        never kept: both depend on the grammar around it. False: build it as any other.
+        """
+        cdef int32_t n0 = self.nfa.n_states, nb0 = self.nfa.n_b, nx0 = self.nfa.n_x, i, pending = len(self.pending)
+        cdef int outer, height
+        cdef char* p
+        cdef Special* x
+        cdef list calls
+        key = (_id(body), self.inline_states, self.share_states, self.unroll_states, self.max_repeat)
+        got = _FRAMES.get(key)
+        if got is not None:
+            for callee in got[2]:
+                if callee not in self.rules or not self.is_frame(callee):
+                    return False
+            calls = [self.frame_rule(callee, callee, self.rules[callee], 0, 0) for callee in got[2]]
+            self.replay(<bytes> got[1], start, final, rid, name, 0, calls)
+            return True
+        outer, self.deepest = self.deepest, 0
+        self.frag(body, start, final, rid, name, 0)
+        height, self.deepest = self.deepest, max(outer, self.deepest)
+        if len(self.pending) != pending:
+            return True
+        data = self.fragment(start, final, n0, nb0, nx0, height)
+        if data is None:
+            return True
+        p = PyBytes_AS_STRING(data)
+        x = <Special*> (p + sizeof(Template) + (<Template*> p).n_b * sizeof(ByteEdge))
+        callees = []
+        for i in range((<Template*> p).n_x):
+            if x[i].kind == EDGE_CALL:
+                callee = self.rule_names[x[i].arg]
+                if self.rule_ids.get(callee) != x[i].arg:  # a counted repetition's frame
+                    return True
+                if callee not in callees:
+                    callees.append(callee)
+                x[i].arg = callees.index(callee)
+        if len(_FRAMES) >= MAX_FRAMES:
+            _FRAMES.clear()
+        _FRAMES[key] = (body, data, tuple(callees))
+        return True
+
+    cdef int replay(self, bytes data, int32_t s, int32_t t, int32_t rid, str name, int depth,
+                    list calls=None) except -1:
         """A copy of a recorded fragment from ``s`` to ``t``, its new states in frame ``rid``.
+
+        ``calls``: the rule ids its calls name, by index (a frame kept from another compile).
 
         Refused where building it here would have been: nested past ``MAX_DEPTH``, over ``MAX_STATES``.
         """
@@ -772,6 +833,8 @@ cdef class _Lowering:
             xo[i] = x[i]
             xo[i].src = _moved(m, x[i].src, s, t, base)
             xo[i].tgt = _moved(m, x[i].tgt, s, t, base)
+            if calls is not None and x[i].kind == EDGE_CALL:
+                xo[i].arg = calls[x[i].arg]
         self.nfa.n_x += m.n_x
         return 0
 
@@ -1073,19 +1136,27 @@ cdef tuple _references(dict rules):
     position; else the item after the use, or the loop of a repetition around it).
 
     Places live in a C array beside the walk's stack, made Python keys only at a reference:
-    most expressions walked contain none.
+    most expressions walked contain none. A permanent body's answer is kept across compiles
+    (its places are its own nodes), where every rule it names is defined.
     """
     cdef dict refs = {}, places = {}, mine
     cdef set seen_nodes
     cdef list stack, out
     cdef tuple items
     cdef int32_t cap = 64, i, n, top
+    cdef bint whole
     cdef _Place here
     cdef _Place* place = <_Place*> malloc(cap * sizeof(_Place))
     if place == NULL:
         raise MemoryError("rule references")
     try:
         for name, expr in rules.items():
+            key = _id(expr)
+            got = _REFERENCES.get(key) if key in PERMANENT else None
+            if got is not None and all([callee in rules for callee in got[0]]):
+                refs[name], places[name] = list(got[0]), got[1]
+                continue
+            whole = True  # every rule it names is defined
             out = []
             mine = {}
             stack = [expr]
@@ -1099,6 +1170,8 @@ cdef tuple _references(dict rules):
                     if e.name in rules:
                         out.append(e.name)
                         mine.setdefault(e.name, set()).add(_place_key(here))
+                    else:
+                        whole = False
                     continue
                 if tp is Repeat:
                     items = (e.item,)
@@ -1127,6 +1200,10 @@ cdef tuple _references(dict rules):
                     stack.append(x)
             refs[name] = out
             places[name] = mine
+            if whole and key in PERMANENT:
+                if len(_REFERENCES) >= MAX_FRAMES:
+                    _REFERENCES.clear()
+                _REFERENCES[key] = (tuple(out), mine)
     finally:
         free(place)
     return refs, places
