@@ -122,3 +122,8 @@ cdef class CompiledGrammar:
 cdef inline void* array_data(cnp.ndarray arr) noexcept:
     """The first byte of a contiguous array (``.ctypes.data`` builds an object per call)."""
     return cnp.PyArray_DATA(arr)
+
+
+cdef inline cnp.ndarray zeros(cnp.npy_intp n, int typenum):
+    """A new one-dimensional array of ``n`` zeros, through the C API (no interpreter call)."""
+    return cnp.PyArray_ZEROS(1, &n, typenum, 0)

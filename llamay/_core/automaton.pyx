@@ -195,8 +195,8 @@ cdef int32_t step(const Tables* t, Arena* a, int32_t src, int32_t n, uint8_t byt
     return a.cfg_len - out_start
 
 
-cdef void _fill_byteset(const int32_t[::1] start, const uint8_t[::1] lo, const uint8_t[::1] hi,
-                        uint32_t[::1] out, int32_t n) noexcept:
+cdef void _fill_byteset(const int32_t* start, const uint8_t* lo, const uint8_t* hi, uint32_t* out,
+                        int32_t n) noexcept nogil:
     cdef int32_t s, e, w, a, z
     for s in range(n):
         for e in range(start[s], start[s + 1]):
@@ -595,13 +595,16 @@ cdef class CompiledGrammar:
         cdef int32_t n = len(arrays["final"]), s
         cdef dict keep = {}
         cdef uint8_t* tails
-        for name in _FIELDS:
-            arr = np.ascontiguousarray(arrays[name])
-            if arr.size == 0:  # a zero-length array has no data pointer to borrow
+        for name in _FIELDS:  # through the C API: a compile's fixed cost was a fifth numpy calls
+            arr = arrays[name]
+            if not (type(arr) is np.ndarray and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray> arr)):
+                arr = np.ascontiguousarray(arr)
+            if cnp.PyArray_SIZE(<cnp.ndarray> arr) == 0:  # a zero-length array has no data pointer to borrow
                 arr = np.zeros(1, arr.dtype)
             keep[name] = arr
-        byteset = np.zeros(max(n, 1) * 8, np.uint32)
-        _fill_byteset(keep["b_start"], keep["b_lo"], keep["b_hi"], byteset, n)
+        byteset = zeros(max(n, 1) * 8, cnp.NPY_UINT32)
+        _fill_byteset(<const int32_t*> array_data(keep["b_start"]), <const uint8_t*> array_data(keep["b_lo"]),
+                      <const uint8_t*> array_data(keep["b_hi"]), <uint32_t*> array_data(byteset), n)
         self._arrays = keep
         self._byteset = byteset
         self.t.n_states = n
@@ -621,14 +624,14 @@ cdef class CompiledGrammar:
         self.t.rule_start = <const int32_t*> array_data(keep["rule_start"])
         self.t.rule_min = <const int32_t*> array_data(keep["rule_min"])
         self.t.rule_max = <const int32_t*> array_data(keep["rule_max"])
-        tail = np.zeros(max(n, 1), np.uint8)  # final states without edges: reaching one pops at once
+        tail = zeros(max(n, 1), cnp.NPY_UINT8)  # final states without edges: reaching one pops at once
         tails = <uint8_t*> array_data(tail)
         for s in range(n):
             tails[s] = self.t.final[s] and self.t.b_start[s] == self.t.b_start[s + 1] and (
                 self.t.x_start[s] == self.t.x_start[s + 1])
         keep["tail"] = tail
         self.t.tail = <const uint8_t*> array_data(tail)
-        canon = np.zeros(max(n, 1), np.int32)
+        canon = zeros(max(n, 1), cnp.NPY_INT32)
         self.t.canon = <const int32_t*> array_data(canon)
         if bisimulation(&self.t, <int32_t*> array_data(canon)) < 0:
             raise MemoryError("state classes")

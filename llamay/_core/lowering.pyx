@@ -45,7 +45,7 @@ from ..errors import GrammarError
 from ..ir import EMPTY, PERMANENT, Alt, Bytes, Except, Ref, Repeat, Seq, alt, seq
 from ..ir import alt_distinct as _alt_distinct
 
-from .automaton cimport EDGE_CALL, EDGE_EXIT, EDGE_INC, CompiledGrammar, array_data, grow
+from .automaton cimport EDGE_CALL, EDGE_EXIT, EDGE_INC, CompiledGrammar, array_data, grow, zeros
 
 cnp.import_array()
 
@@ -1371,11 +1371,6 @@ def lower(dict rules, root, *, whitespace_budget, list warnings, bint copies=Tru
     return CompiledGrammar(arrays, budget, list(low.rule_names), list(warnings))
 
 
-cdef inline cnp.ndarray _array(cnp.npy_intp n, int typenum):
-    """A new one-dimensional array of ``n`` zeros, through the C API (no interpreter call)."""
-    return cnp.PyArray_ZEROS(1, &n, typenum, 0)
-
-
 cdef inline void _visit(int32_t y, int32_t* order, int32_t* old, int32_t* stack, int32_t* n,
                         int32_t* top) noexcept nogil:
     """Number state ``y`` next and push it, unless it is numbered already."""
@@ -1425,7 +1420,7 @@ cdef dict _pack(_Lowering low, Edges* e):
             o = old[i]
             nb += e.b_start[o + 1] - e.b_start[o]
             nx += e.x_start[o + 1] - e.x_start[o]
-        arrays = {name: _array(size, typenum) for name, size, typenum in (
+        arrays = {name: zeros(size, typenum) for name, size, typenum in (
             ("b_start", n + 1, cnp.NPY_INT32), ("b_lo", nb, cnp.NPY_UINT8), ("b_hi", nb, cnp.NPY_UINT8),
             ("b_tgt", nb, cnp.NPY_INT32), ("b_ws", nb, cnp.NPY_UINT8), ("x_start", n + 1, cnp.NPY_INT32),
             ("x_kind", nx, cnp.NPY_INT32), ("x_arg", nx, cnp.NPY_INT32), ("x_tgt", nx, cnp.NPY_INT32),
