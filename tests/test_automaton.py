@@ -51,9 +51,8 @@ def test_except_accepts_what_its_item_does_but_the_words(item, words, texts, rep
         return bool(one.fullmatch(piece)) and piece not in words
 
     for text in [*words, *texts]:
-        ends = {0}
         if repeated:
-            reached = {0}
+            ends, reached = {0}, {0}
             for _ in range(3):
                 ends = {j for i in ends for j in range(i, len(text) + 1) if matches(text[i:j])}
                 reached |= ends

@@ -907,7 +907,7 @@ cdef class _Lowering:
             if type(w) is not bytes:
                 raise GrammarError(f"an Except word must be bytes, not {w!r}", rule=name)
         words = sorted(set(expr.words))
-        cdef int32_t n = len(words), base, q, k, j, jend, i, top = 0, cap = 64, cur
+        cdef int32_t n = len(words), base, q, k, jend, i, top = 0, cap = 64, cur
         cdef int c
         cdef _TrieNode node
         cdef const uint8_t** ptr = <const uint8_t**> malloc(max(n, 1) * sizeof(uint8_t*))
