@@ -18,108 +18,135 @@ Expressions are immutable values; build them with the helpers below.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Union
 
 if TYPE_CHECKING:
     from ._core.automaton import CompiledGrammar
 
 
-class _CachedHash:
-    """Expressions are trees shared as DAGs: hash each node once, not its whole tree per lookup."""
-
-    __slots__ = ()
-
-    def __hash__(self) -> int:
-        h = self._hash
-        if h is None:
-            h = hash((type(self).__name__, *(getattr(self, f) for f in self.__dataclass_fields__ if f != "_hash")))
-            object.__setattr__(self, "_hash", h)
-        return h
+# Nodes are extension types once compiled (``ir.pxd``): lowering reads their fields as C struct
+# members. As slotted dataclasses, each field read went through the type's attribute lookup and
+# a descriptor, about a tenth of a compile; their constructors cost three ``object.__setattr__``
+# calls. Equality is the dataclass's (same type, equal fields); the hash is cached per node:
+# expressions are trees shared as DAGs, and hashing one should not walk its whole tree per lookup.
 
 
-# Constructors written out (``init=False``, so defaults live in them): the dataclass's own is
-# interpreted code, 0.42 µs a node; these compile with the module and take about half that.
-_set = object.__setattr__
-
-
-@dataclass(frozen=True, slots=True, eq=True, init=False)
-class Bytes(_CachedHash):
+class Bytes:
     """One byte in any of ``ranges`` (inclusive ``(lo, hi)`` pairs)."""
 
-    ranges: tuple[tuple[int, int], ...]
-    whitespace: bool
-    _hash: int | None = field(compare=False, repr=False)
-
     def __init__(self, ranges: tuple[tuple[int, int], ...], whitespace: bool = False) -> None:
-        _set(self, "ranges", ranges)
-        _set(self, "whitespace", whitespace)
-        _set(self, "_hash", None)
+        self.ranges = ranges
+        self.whitespace = whitespace
+        self._hash = None
+
+    def __eq__(self, other):
+        if type(other) is not Bytes:
+            return NotImplemented
+        return self.ranges == other.ranges and self.whitespace == other.whitespace
+
+    def __hash__(self) -> int:
+        if self._hash is None:
+            self._hash = hash(("Bytes", self.ranges, self.whitespace))
+        return self._hash
+
+    def __repr__(self) -> str:
+        return f"Bytes(ranges={self.ranges!r}, whitespace={self.whitespace!r})"
 
 
-@dataclass(frozen=True, slots=True, eq=True, init=False)
-class Seq(_CachedHash):
-    items: tuple[Expr, ...]
-    _hash: int | None = field(compare=False, repr=False)
+class _Items:
+    """A node of ``items``: a sequence or an alternation (the type tells which)."""
 
     def __init__(self, items: tuple[Expr, ...]) -> None:
-        _set(self, "items", items)
-        _set(self, "_hash", None)
+        self.items = items
+        self._hash = None
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.items == other.items
+
+    def __hash__(self) -> int:
+        if self._hash is None:
+            self._hash = hash((type(self).__name__, self.items))
+        return self._hash
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(items={self.items!r})"
 
 
-@dataclass(frozen=True, slots=True, eq=True, init=False)
-class Alt(_CachedHash):
-    items: tuple[Expr, ...]
-    _hash: int | None = field(compare=False, repr=False)
-
-    def __init__(self, items: tuple[Expr, ...]) -> None:
-        _set(self, "items", items)
-        _set(self, "_hash", None)
+class Seq(_Items):
+    """``items`` one after the other."""
 
 
-@dataclass(frozen=True, slots=True, eq=True, init=False)
-class Ref(_CachedHash):
-    name: str
-    _hash: int | None = field(compare=False, repr=False)
+class Alt(_Items):
+    """Any one of ``items``."""
 
+
+class Ref:
     def __init__(self, name: str) -> None:
-        _set(self, "name", name)
-        _set(self, "_hash", None)
+        self.name = name
+        self._hash = None
+
+    def __eq__(self, other):
+        if type(other) is not Ref:
+            return NotImplemented
+        return self.name == other.name
+
+    def __hash__(self) -> int:
+        if self._hash is None:
+            self._hash = hash(("Ref", self.name))
+        return self._hash
+
+    def __repr__(self) -> str:
+        return f"Ref(name={self.name!r})"
 
 
-@dataclass(frozen=True, slots=True, eq=True, init=False)
-class Repeat(_CachedHash):
+class Repeat:
     """``item`` at least ``min`` and at most ``max`` times (``None``: unbounded)."""
 
-    item: Expr
-    min: int
-    max: int | None
-    _hash: int | None = field(compare=False, repr=False)
-
     def __init__(self, item: Expr, min: int, max: int | None) -> None:
-        _set(self, "item", item)
-        _set(self, "min", min)
-        _set(self, "max", max)
-        _set(self, "_hash", None)
+        self.item = item
+        self.min = min
+        self.max = max
+        self._hash = None
+
+    def __eq__(self, other):
+        if type(other) is not Repeat:
+            return NotImplemented
+        return self.min == other.min and self.max == other.max and self.item == other.item
+
+    def __hash__(self) -> int:
+        if self._hash is None:
+            self._hash = hash(("Repeat", self.item, self.min, self.max))
+        return self._hash
+
+    def __repr__(self) -> str:
+        return f"Repeat(item={self.item!r}, min={self.min!r}, max={self.max!r})"
 
 
-@dataclass(frozen=True, slots=True, eq=True, init=False)
-class Except(_CachedHash):
+class Except:
     """What ``item`` matches, but none of ``words``; ``item`` holds no ``Ref`` and no whitespace byte."""
 
-    item: Expr
-    words: tuple[bytes, ...]
-    _hash: int | None = field(compare=False, repr=False)
-
     def __init__(self, item: Expr, words: tuple[bytes, ...]) -> None:
-        _set(self, "item", item)
-        _set(self, "words", words)
-        _set(self, "_hash", None)
+        self.item = item
+        self.words = words
+        self._hash = None
+
+    def __eq__(self, other):
+        if type(other) is not Except:
+            return NotImplemented
+        return self.words == other.words and self.item == other.item
+
+    def __hash__(self) -> int:
+        if self._hash is None:
+            self._hash = hash(("Except", self.item, self.words))
+        return self._hash
+
+    def __repr__(self) -> str:
+        return f"Except(item={self.item!r}, words={self.words!r})"
 
 
 Expr = Union[Bytes, Seq, Alt, Ref, Repeat, Except]
-for _cls in (Bytes, Seq, Alt, Ref, Repeat, Except):  # the dataclass wrote a whole-tree hash: use the cached one
-    _cls.__hash__ = _CachedHash.__hash__
 
 EMPTY = Seq(())
 JSON_WHITESPACE = b" \t\n\r"

@@ -42,7 +42,8 @@ cimport numpy as cnp
 
 from .. import limits
 from ..errors import GrammarError
-from ..ir import EMPTY, PERMANENT, Alt, Bytes, Except, Ref, Repeat, Seq, alt, seq
+from ..ir cimport Alt, Bytes, Except, Ref, Repeat, Seq
+from ..ir import EMPTY, PERMANENT, alt, seq
 from ..ir import alt_distinct as _alt_distinct
 
 from .automaton cimport EDGE_CALL, EDGE_EXIT, EDGE_INC, CompiledGrammar, array_data, grow, zeros
@@ -487,11 +488,12 @@ cdef class _Lowering:
     # -- sizes decide what is inlined and what is unrolled -------------------------------
     cdef int size(self, expr, int depth) except -1:
         cdef int n, body
+        cdef Repeat rep
         tp = type(expr)
         if tp is Bytes:
             return 1
         if tp is Ref:  # rule sizes have a memo of their own
-            return 1 if self.is_frame(expr.name) else self.rule_size(expr.name)
+            return 1 if self.is_frame((<Ref> expr).name) else self.rule_size((<Ref> expr).name)
         got = self.size_memo.get(_id(expr))
         if got is not None:
             return got[0]
@@ -499,15 +501,16 @@ cdef class _Lowering:
             raise self.too_deep(self.root)
         if tp is Seq or tp is Alt:
             n = 1
-            for x in expr.items:
+            for x in (<Seq> expr).items if tp is Seq else (<Alt> expr).items:
                 n += self.size(x, depth + 1)
                 if n > self.max_states:
                     break
         elif tp is Except:  # the trie's nodes and a copy of the item
-            n = 1 + self.size(expr.item, depth + 1) + sum([len(w) for w in expr.words])
+            n = 1 + self.size((<Except> expr).item, depth + 1) + sum([len(w) for w in (<Except> expr).words])
         else:
-            body = self.size(expr.item, depth + 1)
-            n = 2 + body * (1 if self.counted(expr) else max(expr.min, expr.max or 1, 1))
+            rep = <Repeat> expr
+            body = self.size(rep.item, depth + 1)
+            n = 2 + body * (1 if self.counted(rep) else max(rep.min, rep.max or 1, 1))
         n = min(n, self.max_states + 1)
         self.size_memo[_id(expr)] = (n, expr)  # holding expr keeps its id unique
         return n
@@ -549,7 +552,7 @@ cdef class _Lowering:
             bound = min(bound, self.share_states)
         return self.is_frame_by_name(name) or self.rule_size(name) > bound
 
-    cdef bint counted(self, rep) except -1:
+    cdef bint counted(self, Repeat rep) except -1:
         """Whether ``rep`` runs on a frame counter rather than unrolled states."""
         top = rep.max if rep.max is not None else rep.min
         return top > 1 and self.size(rep.item, 0) * top > self.unroll_states
@@ -653,16 +656,16 @@ cdef class _Lowering:
                 raise GrammarError(f"compile took over {limits.COMPILE_SECONDS} s (limit COMPILE_SECONDS)", rule=name)
         tp = type(expr)
         if tp is Bytes:
-            items = expr.ranges
+            items = (<Bytes> expr).ranges
             if not items:
                 raise GrammarError("empty byte set matches nothing", rule=name)
-            ws = expr.whitespace
+            ws = (<Bytes> expr).whitespace
             for lo, hi in items:  # C ints: a bound past them raises OverflowError (IR is built by code)
                 if not 0 <= lo <= hi <= 255:
                     raise GrammarError(f"byte range {lo}..{hi} is not within 0..255", rule=name)
                 self.nfa.byte_edge(s, lo, hi, t, ws)
         elif tp is Ref:
-            callee_name = expr.name
+            callee_name = (<Ref> expr).name
             if callee_name not in self.rules:
                 raise GrammarError(f"undefined rule {callee_name!r}", rule=name)
             if self.is_frame(callee_name):
@@ -684,7 +687,7 @@ cdef class _Lowering:
         elif tp is Seq or tp is Alt or tp is Repeat:
             self.composite(expr, tp, s, t, rid, name, depth)
         elif tp is Except:
-            self.excluding(expr, s, t, rid, name)
+            self.excluding(<Except> expr, s, t, rid, name)
         else:
             raise GrammarError(f"not an IR expression: {expr!r}", rule=name)
         return 0
@@ -705,17 +708,17 @@ cdef class _Lowering:
             return self.replay(<bytes> got[1], s, t, rid, name, depth)
         self.deepest = depth
         if tp is Seq:
-            self.sequence(expr, s, t, rid, name, depth)
+            self.sequence(<Seq> expr, s, t, rid, name, depth)
         elif tp is Alt:
-            if not expr.items:
+            if not (<Alt> expr).items:
                 raise GrammarError("empty alternative matches nothing", rule=name)
             got_f = self.factored.get(key)
             if got_f is None:
-                got_f = self.factored[key] = (_left_factor(expr.items), expr)
+                got_f = self.factored[key] = (_left_factor((<Alt> expr).items), expr)
             for item in got_f[0]:
                 self.frag(item, s, t, rid, name, depth + 1)
         else:
-            self.repeat(expr, s, t, rid, name, depth)
+            self.repeat(<Repeat> expr, s, t, rid, name, depth)
         height = self.deepest - depth
         self.deepest = max(outer, self.deepest)
         if got is None:
@@ -838,7 +841,7 @@ cdef class _Lowering:
         self.nfa.n_x += m.n_x
         return 0
 
-    cdef int sequence(self, expr, int32_t s, int32_t t, int32_t rid, str name, int depth) except -1:
+    cdef int sequence(self, Seq expr, int32_t s, int32_t t, int32_t rid, str name, int depth) except -1:
         cdef tuple items = expr.items
         cdef int32_t n = len(items), i, cur = s, nxt
         for i in range(n):
@@ -849,7 +852,7 @@ cdef class _Lowering:
             self.nfa.special(s, EDGE_EPS, 0, t)
         return 0
 
-    cdef int repeat(self, rep, int32_t s, int32_t t, int32_t rid, str name, int depth) except -1:
+    cdef int repeat(self, Repeat rep, int32_t s, int32_t t, int32_t rid, str name, int depth) except -1:
         cdef int32_t cur, nxt, mid, loop, callee
         lo, hi = rep.min, rep.max
         if lo < 0 or (hi is not None and hi < lo):
@@ -893,7 +896,7 @@ cdef class _Lowering:
         return 0
 
 
-    cdef int excluding(self, expr, int32_t s, int32_t t, int32_t rid, str name) except -1:
+    cdef int excluding(self, Except expr, int32_t s, int32_t t, int32_t rid, str name) except -1:
         """``expr.item`` less ``expr.words``: the words' trie walked over the item's DFA.
 
         A trie node is a prefix of some words and the DFA state it reaches, ``s`` the root. A
@@ -1064,9 +1067,9 @@ cdef list _left_factor(tuple items):
     cdef tuple parts
     for item in items:
         tp = type(item)
-        head = item.items[0] if tp is Seq and item.items else item
+        head = (<Seq> item).items[0] if tp is Seq and (<Seq> item).items else item
         if type(head) is Bytes:  # keyed by value, as Bytes compares: its hash is Python code
-            groups.setdefault((head.ranges, head.whitespace), []).append(item)
+            groups.setdefault(((<Bytes> head).ranges, (<Bytes> head).whitespace), []).append(item)
         else:
             groups[len(groups), None] = [item]
     for group in groups.values():
@@ -1078,9 +1081,9 @@ cdef list _left_factor(tuple items):
             if type(item) is Bytes:
                 tails.append(EMPTY)
             else:  # the tail of a Seq is flat already: no seq() to re-flatten it
-                parts = item.items
+                parts = (<Seq> item).items
                 tails.append(parts[1] if len(parts) == 2 else Seq(parts[1:]))
-        head = group[0] if type(group[0]) is Bytes else group[0].items[0]
+        head = group[0] if type(group[0]) is Bytes else (<Seq> group[0]).items[0]
         out.append(Seq((head, _alt_distinct(*tails))))
     return out
 
@@ -1090,20 +1093,20 @@ cdef bint _nullable(e, set nullable_rules) except -1:
     if tp is Bytes:
         return False
     if tp is Seq:
-        for x in e.items:
+        for x in (<Seq> e).items:
             if not _nullable(x, nullable_rules):
                 return False
         return True
     if tp is Alt:
-        for x in e.items:
+        for x in (<Alt> e).items:
             if _nullable(x, nullable_rules):
                 return True
         return False
     if tp is Repeat:
-        return e.min == 0 or _nullable(e.item, nullable_rules)
+        return (<Repeat> e).min == 0 or _nullable((<Repeat> e).item, nullable_rules)
     if tp is Except:
-        return _nullable(e.item, nullable_rules) and b"" not in e.words
-    return e.name in nullable_rules
+        return _nullable((<Except> e).item, nullable_rules) and b"" not in (<Except> e).words
+    return (<Ref> e).name in nullable_rules
 
 
 cdef set _nullable_rules(dict rules):
@@ -1167,16 +1170,19 @@ cdef tuple _references(dict rules):
                 here = place[len(stack)]
                 tp = type(e)
                 if tp is Ref:
-                    if e.name in rules:
-                        out.append(e.name)
-                        mine.setdefault(e.name, set()).add(_place_key(here))
+                    callee = (<Ref> e).name
+                    if callee in rules:
+                        out.append(callee)
+                        mine.setdefault(callee, set()).add(_place_key(here))
                     else:
                         whole = False
                     continue
                 if tp is Repeat:
-                    items = (e.item,)
-                elif tp is Seq or tp is Alt:
-                    items = e.items
+                    items = ((<Repeat> e).item,)
+                elif tp is Seq:
+                    items = (<Seq> e).items
+                elif tp is Alt:
+                    items = (<Alt> e).items
                 else:
                     continue
                 n = len(items)
