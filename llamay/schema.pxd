@@ -1,0 +1,9 @@
+# The schema compiler's pass 2 as an extension type (Cython's pure Python mode augments
+# schema.py with this file): its state is read and written per subschema, as struct members.
+
+cdef class _Compiler:
+    cdef object grammar, algebra, notes, flats, shapes, refs, unguarded, strings
+    cdef bint closed_objects
+    cdef double deadline
+    cdef int deepest, rules, depth
+
