@@ -202,5 +202,20 @@ def test_grammar_without_recursion_accepts_what_it_means(expr, samples):
     grammar = compile_gbnf(text)
     for s in samples:
         m = matcher_cls(grammar)
-        got = m.accept_bytes(s.encode()) and m.is_accepting()
+        try:
+            got = m.accept_bytes(s.encode()) and m.is_accepting()
+        except LlamayError as err:
+            # the matcher's bound on ambiguity, named: only nested repetitions hold that many
+            # configurations (``(.{0,68}){0,63}`` reading 120 bytes: one per pair of counters)
+            assert "MAX_CONFIGURATIONS" in str(err) and nests_repetition(expr, False), (text, s)
+            continue
         assert got == (len(s) in ends(expr, s, 0, {})), (text, s)
+
+
+def nests_repetition(e, inside: bool) -> bool:
+    """Whether a repetition holds another (``inside``: ``e`` is within one)."""
+    if e[0] == "rep":
+        return inside or nests_repetition(e[1], True)
+    if e[0] in ("seq", "alt"):
+        return any(nests_repetition(x, inside) for x in e[1])
+    return inside and e[0] == "ref" and e[1] == "n"  # HELPERS["n"] is a repetition
