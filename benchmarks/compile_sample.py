@@ -3,12 +3,13 @@
 Wall-clock figures on the 2-core development machine move by 20% or more between runs;
 instruction counts do not, so compare commits with
 
-    PYTHONHASHSEED=0 valgrind --tool=callgrind python3 -m benchmarks.compile_sample
+    PYTHONHASHSEED=0 OPENBLAS_NUM_THREADS=1 valgrind --tool=callgrind python3 -m benchmarks.compile_sample
 
 (about two minutes; add ``--callgrind-out-file=F`` to keep the profile for ``callgrind_annotate``,
 and ``--open`` for the peer harness's setting),
 and subtract a run with ``--size 0``: importing and reading the corpus cost about 6.4G
-instructions of the total. The compile deadline is lifted: under valgrind a large schema would pass it or not depending
+instructions of the total (numpy's idle BLAS threads
+add tens of millions more, varying from run to run, unless pinned to one). The compile deadline is lifted: under valgrind a large schema would pass it or not depending
 on the machine's load, and the count with it.
 """
 

@@ -285,7 +285,8 @@ cdef int _eliminate_epsilon(_NFA nfa, Edges* e) except -1:
     with a closure gets its edges sorted and deduplicated, the others keep their order.
     """
     cdef int32_t n = nfa.n_states, s, x, i, top, nb, nx, ob, ox
-    cdef int32_t bcap = nfa.n_b + 16, xcap = nfa.n_x + 16
+    # closures copy byte edges: sized for twice as many, reallocation (a copy each time) was 0.6% of a compile
+    cdef int32_t bcap = 2 * nfa.n_b + 16, xcap = nfa.n_x + 16
     cdef Edges out
     cdef int32_t* stamp = <int32_t*> malloc(n * sizeof(int32_t))
     cdef int32_t* stack = <int32_t*> malloc(n * sizeof(int32_t))
