@@ -7,10 +7,10 @@ instruction counts do not, so compare commits with
 
 (about two minutes; add ``--callgrind-out-file=F`` to keep the profile for ``callgrind_annotate``,
 and ``--open`` for the peer harness's setting),
-and subtract a run with ``--size 0``: importing and reading the corpus cost about 6.4G
-instructions of the total (numpy's idle BLAS threads
-add tens of millions more, varying from run to run, unless pinned to one). The compile deadline is lifted: under valgrind a large schema would pass it or not depending
-on the machine's load, and the count with it.
+and subtract a run with ``--size 0``: importing and reading the corpus cost about 6.1G
+instructions of the total (numpy's idle BLAS threads add tens of millions more, varying from
+run to run, unless pinned to one). The compile deadline is lifted: under valgrind a large
+schema would pass it or not depending on the machine's load, and the count with it.
 """
 
 from __future__ import annotations
