@@ -74,3 +74,25 @@ def test_a_source_edited_after_its_build_is_refused_in_a_checkout(tmp_path, sour
     else:
         check_build(package)
 
+
+
+def test_a_pxd_edited_after_a_module_that_cimports_it_was_built_is_refused(tmp_path):
+    from llamay._build import check_build
+
+    package = tmp_path / "pkg"
+    (package / "_core").mkdir(parents=True)
+    (tmp_path / "setup.py").write_text("")
+    pyx = package / "_core" / "mod.pyx"
+    pyx.write_text("from ..ir cimport Seq\nfrom .automaton cimport zeros\n")
+    (package / "ir.pxd").write_text("")
+    (package / "_core" / "automaton.pxd").write_text("")
+    built = pyx.with_name("mod" + EXTENSION_SUFFIXES[0])
+    built.write_bytes(b"")
+    for path in (pyx, package / "_core" / "automaton.pxd"):
+        os.utime(path, (1000, 1000))
+    os.utime(built, (2000, 2000))
+    os.utime(package / "ir.pxd", (3000, 3000))
+    with pytest.raises(ImportError, match=r"pkg/ir\.pxd changed after it was compiled"):
+        check_build(package)
+    os.utime(package / "ir.pxd", (1000, 1000))
+    check_build(package)
