@@ -42,7 +42,7 @@ cimport numpy as cnp
 
 from .. import limits
 from ..errors import GrammarError
-from ..ir cimport Alt, Bytes, Except, Ref, Repeat, Seq
+from ..ir cimport Alt, Bytes, Except, Ref, Repeat, Seq, _Items
 from ..ir import EMPTY, PERMANENT, alt, seq
 from ..ir import alt_distinct as _alt_distinct
 
@@ -502,7 +502,7 @@ cdef class _Lowering:
             raise self.too_deep(self.root)
         if tp is Seq or tp is Alt:
             n = 1
-            for x in (<Seq> expr).items if tp is Seq else (<Alt> expr).items:
+            for x in (<_Items> expr).items:
                 n += self.size(x, depth + 1)
                 if n > self.max_states:
                     break
@@ -1180,10 +1180,8 @@ cdef tuple _references(dict rules):
                     continue
                 if tp is Repeat:
                     items = ((<Repeat> e).item,)
-                elif tp is Seq:
-                    items = (<Seq> e).items
-                elif tp is Alt:
-                    items = (<Alt> e).items
+                elif tp is Seq or tp is Alt:
+                    items = (<_Items> e).items
                 else:
                     continue
                 n = len(items)
