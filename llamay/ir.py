@@ -27,8 +27,9 @@ if TYPE_CHECKING:
 # Nodes are extension types once compiled (``ir.pxd``): lowering reads their fields as C struct
 # members. As slotted dataclasses, each field read went through the type's attribute lookup
 # (often missing its cache) and a descriptor, and each constructor made three
-# ``object.__setattr__`` calls: a compile took 10% more instructions. Equality is the dataclass's (same type, equal fields); the hash is cached per node:
-# expressions are trees shared as DAGs, and hashing one should not walk its whole tree per lookup.
+# ``object.__setattr__`` calls: a compile took 10% more instructions. Equality is the
+# dataclass's (same type, equal fields); the hash is cached per node: expressions are trees
+# shared as DAGs, and hashing one should not walk its whole tree per lookup.
 
 
 class Bytes:
