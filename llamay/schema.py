@@ -688,20 +688,23 @@ class _Compiler:
         comma and ``C[j]``, or (``j`` optional) ``T[j + 1]``. The body is ``C[i]`` for each ``i`` up
         to the first mandatory member. Each member appears once, and ``C``/``T`` become rules
         where two places use them, so the grammar stays linear in the number of properties.
+        Additional members are a list, ``A (, A)*``, which lowering builds with one copy of ``A``.
         """
         n = len(declared)
         sep = _SEP
         mandatory = [i for i, (_, must) in enumerate(declared) if must]
         starts = mandatory[0] + 1 if mandatory else n
         extra_only = additional is not None and not mandatory
-        if extra_only:
-            additional = self.share(additional)  # the first additional member and the repeated ones
-        more = star(seq(sep, additional)) if additional is not None else EMPTY
+        if extra_only:  # additional members may come first: one list of them, a rule where it also ends T[n]
+            extras = self.shared(seq(additional, star(seq(sep, additional))), 1 + (n > 0))
+            more = optional(seq(sep, extras))
+        else:
+            more = star(seq(sep, additional)) if additional is not None else EMPTY
 
         def tail_uses(j: int) -> int:
-            return 1 + (j >= 2 and not declared[j - 1][1]) + (j == n and extra_only)
+            return 1 + (j >= 2 and not declared[j - 1][1])
 
-        last = follow = self.shared(more, tail_uses(n)) if n else more
+        follow = self.shared(more, tail_uses(n)) if n else more
         firsts: list[Expr] = [EMPTY] * starts
         for i in range(n - 1, -1, -1):
             member, must = declared[i]
@@ -710,7 +713,7 @@ class _Compiler:
                 firsts[i] = c
             if i >= 1:
                 follow = self.shared(seq(sep, c) if must else alt_distinct(seq(sep, c), follow), tail_uses(i))
-        body = firsts + ([seq(additional, last)] if extra_only else []) + ([] if mandatory else [EMPTY])
+        body = firsts + ([extras] if extra_only else []) + ([] if mandatory else [EMPTY])
         # members differ: each starts with its own key (JSON strings are prefix-free), or is a rule
         return alt_distinct(*body)
 

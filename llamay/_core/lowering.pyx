@@ -506,6 +506,9 @@ cdef class _Lowering:
                 n += self.size(x, depth + 1)
                 if n > self.max_states:
                     break
+            else:
+                if tp is Seq:
+                    n -= self.listed(expr.items, depth + 1)
         elif tp is Except:  # the trie's nodes and a copy of the item
             n = 1 + self.size((<Except> expr).item, depth + 1) + sum([len(w) for w in (<Except> expr).words])
         else:
@@ -515,6 +518,20 @@ cdef class _Lowering:
         n = min(n, self.max_states + 1)
         self.size_memo[_id(expr)] = (n, expr)  # holding expr keeps its id unique
         return n
+
+    cdef int listed(self, tuple items, int depth) except -1:
+        """The size of the items of lists in ``items`` that ``chain`` builds once and ``size`` counted twice."""
+        cdef int32_t i = 0, j, k, n = len(items)
+        cdef int total = 0
+        while i < n:
+            j = _next_star(items, i, n)
+            if j == n:
+                break
+            k = _repeated(items, i, j)
+            for x in items[j - k:j]:
+                total += self.size(x, depth)
+            i = j + 1
+        return total
 
     cdef int rule_size(self, str name) except -1:
         """The expanded size of rule ``name``, its inlined callees measured first.
@@ -843,14 +860,44 @@ cdef class _Lowering:
         return 0
 
     cdef int sequence(self, Seq expr, int32_t s, int32_t t, int32_t rid, str name, int depth) except -1:
-        cdef tuple items = expr.items
-        cdef int32_t n = len(items), i, cur = s, nxt
-        for i in range(n):
-            nxt = t if i == n - 1 else self.new_state(rid)
-            self.frag(items[i], cur, nxt, rid, name, depth + 1)
-            cur = nxt
-        if n == 0:
+        return self.chain(expr.items, 0, len(expr.items), s, t, rid, name, depth)
+
+    cdef int chain(self, tuple items, int32_t i, int32_t n, int32_t s, int32_t t, int32_t rid, str name,
+                   int depth) except -1:
+        """``items[i:n]`` one after another from ``s`` to ``t``.
+
+        A list, ``A (S A)*`` (array items, the members after the first), is one loop through a
+        single copy of ``A``: built as written, it holds two, and each doubles again where ``A``
+        holds a list; the copies only behave alike (``automaton.bisimulation`` merged them).
+        """
+        cdef int32_t j, a, k, cur = s, nxt, head, tail
+        cdef tuple body
+        if i == n:
             self.nfa.special(s, EDGE_EPS, 0, t)
+        while i < n:
+            j = _next_star(items, i, n)
+            a = j - _repeated(items, i, j) if j < n else j
+            while i < a:
+                nxt = t if i == n - 1 else self.new_state(rid)
+                self.frag(items[i], cur, nxt, rid, name, depth + 1)
+                cur = nxt
+                i += 1
+            if i == n:
+                break
+            nxt = t if j == n - 1 else self.new_state(rid)
+            if a == j:
+                self.frag(items[j], cur, nxt, rid, name, depth + 1)
+            else:  # items[a:j] are the A that items[j], a star of S A, repeats
+                body = (<Seq> (<Repeat> items[j]).item).items
+                k = len(body) - (j - a)
+                head = self.new_state(rid)
+                tail = self.new_state(rid)
+                self.nfa.special(cur, EDGE_EPS, 0, head)
+                self.chain(items, a, j, head, tail, rid, name, depth)
+                self.chain(body, 0, k, tail, head, rid, name, depth)
+                self.nfa.special(tail, EDGE_EPS, 0, nxt)
+            cur = nxt
+            i = j + 1
         return 0
 
     cdef int repeat(self, Repeat rep, int32_t s, int32_t t, int32_t rid, str name, int depth) except -1:
@@ -878,15 +925,21 @@ cdef class _Lowering:
             return 0
         item = rep.item
         cur = s
-        for _ in range(lo):  # the mandatory copies
+        for _ in range(lo - 1 if hi is None and lo else lo):  # the mandatory copies
             nxt = self.new_state(rid)
             self.frag(item, cur, nxt, rid, name, depth + 1)
             cur = nxt
-        if hi is None:  # then item*: a loop on a fresh state
+        if hi is None:  # then item* or, the last mandatory copy looping, item+: a loop on fresh states
             loop = self.new_state(rid)
             self.nfa.special(cur, EDGE_EPS, 0, loop)
-            self.frag(item, loop, loop, rid, name, depth + 1)
-            self.nfa.special(loop, EDGE_EPS, 0, t)
+            if lo:
+                mid = self.new_state(rid)
+                self.frag(item, loop, mid, rid, name, depth + 1)
+                self.nfa.special(mid, EDGE_EPS, 0, loop)
+                self.nfa.special(mid, EDGE_EPS, 0, t)
+            else:
+                self.frag(item, loop, loop, rid, name, depth + 1)
+                self.nfa.special(loop, EDGE_EPS, 0, t)
             return 0
         for _ in range(hi - lo):  # then (item (item ...)?)?
             self.nfa.special(cur, EDGE_EPS, 0, t)
@@ -1087,6 +1140,27 @@ cdef list _left_factor(tuple items):
         head = group[0] if type(group[0]) is Bytes else (<Seq> group[0]).items[0]
         out.append(Seq((head, _alt_distinct(*tails))))
     return out
+
+
+cdef int32_t _next_star(tuple items, int32_t i, int32_t n) except -1:
+    """The index of the first ``(S A)*`` at or after ``i``: a star of a sequence; ``n`` if none."""
+    cdef Repeat rep
+    for j in range(i, n):
+        if type(items[j]) is Repeat:
+            rep = <Repeat> items[j]
+            if rep.min == 0 and rep.max is None and type(rep.item) is Seq:
+                return j
+    return n
+
+
+cdef int32_t _repeated(tuple items, int32_t i, int32_t j) except -1:
+    """The most items before the star ``items[j]`` (from ``i`` on) that its body ends with."""
+    cdef tuple body = (<Seq> (<Repeat> items[j]).item).items
+    cdef int32_t k, m = len(body)
+    for k in range(min(j - i, m), 0, -1):
+        if body[m - k:] == items[j - k:j]:
+            return k
+    return 0
 
 
 cdef bint _nullable(e, set nullable_rules) except -1:
