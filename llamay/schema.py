@@ -795,7 +795,7 @@ class _Compiler:
             keyword = "const" if "const" in node else "enum"
             message = "enum is empty" if not candidates else f"no {keyword} value satisfies the other keywords"
             raise Unsatisfiable(message, keyword=keyword, pointer=pointer)
-        return _trie_expr(literals, 0, all(type(t) is bytes for t in literals))
+        return _alternation(literals)
 
     def tokens(self, value, schema, pointer: str) -> bytes | list:
         """The literal of ``value`` as bytes and ``Expr`` pieces, keys in ``schema``'s declared order."""
@@ -944,6 +944,19 @@ def _packed(tokens: bytes | list) -> bytes | tuple:
 
 
 _END = object()
+
+
+def _alternation(literals: list) -> Expr:
+    """``literals`` as one expression: a trie of what comes before the tokens they all end with,
+    then those tokens once (the values of a string enum share one closing quote, not one each)."""
+    first, shortest = literals[0], min(map(len, literals))
+    n = 0
+    while n < shortest and len(literals) > 1 and all(t[len(t) - 1 - n] == first[len(first) - 1 - n] for t in literals):
+        n += 1
+    packed = all(type(t) is bytes for t in literals)
+    if not n:
+        return _trie_expr(literals, 0, packed)
+    return seq(_trie_expr([t[: len(t) - n] for t in literals], 0, packed), *_pieces(first[len(first) - n :]))
 
 
 def _trie_expr(literals: list, depth: int, packed: bool) -> Expr:
