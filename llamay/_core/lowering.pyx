@@ -901,7 +901,7 @@ cdef class _Lowering:
         return 0
 
     cdef int repeat(self, Repeat rep, int32_t s, int32_t t, int32_t rid, str name, int depth) except -1:
-        cdef int32_t cur, nxt, mid, loop, callee
+        cdef int32_t cur, nxt, mid, loop, callee, i
         lo, hi = rep.min, rep.max
         if lo < 0 or (hi is not None and hi < lo):
             raise GrammarError(f"repetition bounds {{{lo},{hi}}} are invalid", rule=name)
@@ -925,8 +925,8 @@ cdef class _Lowering:
             return 0
         item = rep.item
         cur = s
-        for _ in range(lo - 1 if hi is None and lo else lo):  # the mandatory copies
-            nxt = self.new_state(rid)
+        for i in range(lo - 1 if hi is None and lo else lo):  # the mandatory copies
+            nxt = t if hi == lo and i == lo - 1 else self.new_state(rid)
             self.frag(item, cur, nxt, rid, name, depth + 1)
             cur = nxt
         if hi is None:  # then item* or, the last mandatory copy looping, item+: a loop on fresh states
@@ -941,12 +941,13 @@ cdef class _Lowering:
                 self.frag(item, loop, loop, rid, name, depth + 1)
                 self.nfa.special(loop, EDGE_EPS, 0, t)
             return 0
-        for _ in range(hi - lo):  # then (item (item ...)?)?
+        for i in range(hi - lo):  # then (item (item ...)?)?
             self.nfa.special(cur, EDGE_EPS, 0, t)
-            nxt = self.new_state(rid)
+            nxt = t if i == hi - lo - 1 else self.new_state(rid)
             self.frag(item, cur, nxt, rid, name, depth + 1)
             cur = nxt
-        self.nfa.special(cur, EDGE_EPS, 0, t)
+        if cur != t:  # the last copy ends at t itself: a rule inlined there shares the copy its other uses make
+            self.nfa.special(cur, EDGE_EPS, 0, t)
         return 0
 
 
