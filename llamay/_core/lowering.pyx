@@ -965,6 +965,7 @@ cdef class _Lowering:
             if type(w) is not bytes:
                 raise GrammarError(f"an Except word must be bytes, not {w!r}", rule=name)
         words = sorted(set(expr.words))
+        cdef dict tails = {}  # (DFA state, rest of the one word left) -> the node walking it
         cdef int32_t n = len(words), base, q, k, jend, i, top = 0, cap = 64, cur
         cdef int c
         cdef _TrieNode node
@@ -1011,11 +1012,19 @@ cdef class _Lowering:
                             jend += 1
                         if cur < c:
                             self.nfa.byte_edge(node.state, cur, c - 1, base + d.tgt[k], False)
-                        if not grow(<void**> &stack, &cap, top + 1, sizeof(_TrieNode)):
-                            raise MemoryError()
-                        stack[top] = _TrieNode(self.new_state(rid), d.tgt[k], i, jend, node.depth + 1)
-                        self.nfa.byte_edge(node.state, c, c, stack[top].state, False)
-                        top += 1
+                        q = d.tgt[k]
+                        if lens[i] == node.depth + 1 and d.start[q] == d.start[q + 1]:
+                            pass  # c ends a word and the item: no edge, rather than one to a dead state
+                        elif jend - i == 1 and (key := (q, words[i][node.depth + 1:])) in tails:
+                            self.nfa.byte_edge(node.state, c, c, tails[key], False)
+                        else:  # one word left: its node behaves as any other with the same rest and DFA state
+                            if not grow(<void**> &stack, &cap, top + 1, sizeof(_TrieNode)):
+                                raise MemoryError()
+                            stack[top] = _TrieNode(self.new_state(rid), q, i, jend, node.depth + 1)
+                            if jend - i == 1:
+                                tails[(q, words[i][node.depth + 1:])] = stack[top].state
+                            self.nfa.byte_edge(node.state, c, c, stack[top].state, False)
+                            top += 1
                         cur = c + 1
                         i = jend
                     if cur <= d.hi[k]:
