@@ -30,9 +30,9 @@ prefix: the automaton expands a call before it reads a byte, so it would never s
 and automata over ``limits.MAX_STATES``.
 """
 
-from libc.stdint cimport int32_t, int64_t, uint8_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
 from libc.stdlib cimport free, malloc, qsort
-from libc.string cimport memcpy, memset
+from libc.string cimport memcmp, memcpy, memset
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.long cimport PyLong_FromVoidPtr
 
@@ -406,6 +406,24 @@ cdef int32_t _sorted_unique_specials(Special* a, int32_t n) noexcept nogil:
 
 ctypedef struct _TrieNode:      # a node of ``excluding``'s walk: its state, the DFA's, its words, their shared length
     int32_t state, q, lo, hi, depth
+
+ctypedef struct _Tail:          # a node of that walk with one word left: its state, the DFA's, the word, its depth
+    int32_t state, q, word, depth
+
+
+cdef _Tail* _tail(_Tail* table, int32_t cap, const uint8_t** ptr, const int32_t* lens, int32_t q, int32_t w,
+                  int32_t depth, uint32_t h) noexcept nogil:
+    """The slot of ``table`` (open addressing) that holds the node of DFA state ``q`` and rest
+    ``ptr[w][depth:]`` (whose hash is ``h``), or the empty one where it goes."""
+    cdef int32_t i = <int32_t> ((h ^ (<uint32_t> q * 0x9E3779B1u)) & <uint32_t> (cap - 1))
+    cdef int32_t n = lens[w] - depth
+    cdef _Tail* x
+    while True:
+        x = &table[i]
+        if x.state < 0 or (x.q == q and lens[x.word] - x.depth == n
+                           and memcmp(ptr[x.word] + x.depth, ptr[w] + depth, n) == 0):
+            return x
+        i = (i + 1) & (cap - 1)
 
 
 cdef class _DFA:
@@ -965,22 +983,41 @@ cdef class _Lowering:
             if type(w) is not bytes:
                 raise GrammarError(f"an Except word must be bytes, not {w!r}", rule=name)
         words = sorted(set(expr.words))
-        cdef dict tails = {}  # (DFA state, rest of the one word left) -> the node walking it
-        cdef int32_t n = len(words), base, q, k, jend, i, top = 0, cap = 64, cur
+        cdef int32_t n = len(words), base, q, k, jend, i, top = 0, cap = 64, cur, tcap = 16
         cdef int c
         cdef _TrieNode node
         cdef const uint8_t** ptr = <const uint8_t**> malloc(max(n, 1) * sizeof(uint8_t*))
         cdef int32_t* lens = <int32_t*> malloc(max(n, 1) * sizeof(int32_t))
         cdef _TrieNode* stack = <_TrieNode*> malloc(cap * sizeof(_TrieNode))
-        if ptr == NULL or lens == NULL or stack == NULL:
+        cdef _Tail* tail
+        cdef int32_t total = 0
+        for w in words:
+            total += len(<bytes> w) + 1
+        while tcap < 2 * total:  # at most a node per byte of a word is the only word left
+            tcap *= 2
+        cdef _Tail* tails = <_Tail*> malloc(tcap * sizeof(_Tail))
+        cdef uint32_t* hashes = <uint32_t*> malloc(max(total, 1) * sizeof(uint32_t))  # per word, of each rest
+        cdef int32_t* offset = <int32_t*> malloc(max(n, 1) * sizeof(int32_t))
+        if ptr == NULL or lens == NULL or stack == NULL or tails == NULL or hashes == NULL or offset == NULL:
             free(ptr)
             free(lens)
             free(stack)
+            free(tails)
+            free(hashes)
+            free(offset)
             raise MemoryError()
+        for i in range(tcap):
+            tails[i].state = -1
         try:
+            cur = 0
             for i in range(n):
                 ptr[i] = <const uint8_t*> PyBytes_AS_STRING(words[i])
                 lens[i] = len(<bytes> words[i])
+                offset[i] = cur
+                hashes[cur + lens[i]] = 0x811C9DC5u
+                for k in range(lens[i] - 1, -1, -1):
+                    hashes[cur + k] = (hashes[cur + k + 1] ^ ptr[i][k]) * 0x01000193u
+                cur += lens[i] + 1
             if self.nfa.n_states + d.n > self.max_states:
                 raise self.too_many_states()
             base = self.nfa.n_states
@@ -1013,16 +1050,19 @@ cdef class _Lowering:
                         if cur < c:
                             self.nfa.byte_edge(node.state, cur, c - 1, base + d.tgt[k], False)
                         q = d.tgt[k]
+                        tail = NULL
+                        if jend - i == 1:
+                            tail = _tail(tails, tcap, ptr, lens, q, i, node.depth + 1, hashes[offset[i] + node.depth + 1])
                         if lens[i] == node.depth + 1 and d.start[q] == d.start[q + 1]:
                             pass  # c ends a word and the item: no edge, rather than one to a dead state
-                        elif jend - i == 1 and (key := (q, words[i][node.depth + 1:])) in tails:
-                            self.nfa.byte_edge(node.state, c, c, tails[key], False)
+                        elif tail != NULL and tail.state >= 0:
+                            self.nfa.byte_edge(node.state, c, c, tail.state, False)
                         else:  # one word left: its node behaves as any other with the same rest and DFA state
                             if not grow(<void**> &stack, &cap, top + 1, sizeof(_TrieNode)):
                                 raise MemoryError()
                             stack[top] = _TrieNode(self.new_state(rid), q, i, jend, node.depth + 1)
-                            if jend - i == 1:
-                                tails[(q, words[i][node.depth + 1:])] = stack[top].state
+                            if tail != NULL:
+                                tail[0] = _Tail(stack[top].state, q, i, node.depth + 1)
                             self.nfa.byte_edge(node.state, c, c, stack[top].state, False)
                             top += 1
                         cur = c + 1
@@ -1033,6 +1073,9 @@ cdef class _Lowering:
             free(ptr)
             free(lens)
             free(stack)
+            free(tails)
+            free(hashes)
+            free(offset)
         return 0
 
 
