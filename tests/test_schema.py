@@ -405,6 +405,13 @@ def nested(depth: int):
     return schema
 
 
+def circular():
+    """A schema (a Python value, not JSON) that contains itself."""
+    schema: dict = {"type": "object"}
+    schema["properties"] = {"self": schema}
+    return schema
+
+
 @pytest.mark.parametrize(
     ("schema", "keyword"),
     [
@@ -412,8 +419,9 @@ def nested(depth: int):
         (nested(5000), "MAX_DEPTH"),
         ({"description": "x" * limits.MAX_SOURCE_BYTES}, "MAX_SOURCE_BYTES"),
         ({"type": "string", "minLength": limits.MAX_REPEAT**2 + 1}, "MAX_REPEAT"),
+        (circular(), "MAX_DEPTH"),
     ],
-    ids=["depth", "deep-recursion", "size", "repeat"],
+    ids=["depth", "deep-recursion", "size", "repeat", "circular"],
 )
 def test_bound_of_limits_is_named(schema, keyword):
     with pytest.raises(SchemaError) as exc:
