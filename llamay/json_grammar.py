@@ -49,10 +49,10 @@ _DIGIT19 = byte_range(0x31, 0x39)
 _HEX = byte_set(b"0123456789abcdefABCDEF")
 
 # "-"? ("0" | [1-9][0-9]*): no leading zero, no "+", never a bare "-".
-INTEGER = seq(optional(literal("-")), alt(literal("0"), seq(_DIGIT19, star(_DIGIT))))
+INTEGER = permanent(seq(optional(literal("-")), alt(literal("0"), seq(_DIGIT19, star(_DIGIT)))))
 _FRACTION = seq(literal("."), plus(_DIGIT))
 _EXPONENT = seq(byte_set(b"eE"), optional(byte_set(b"+-")), plus(_DIGIT))
-NUMBER = seq(INTEGER, optional(_FRACTION), optional(_EXPONENT))
+NUMBER = permanent(seq(INTEGER, optional(_FRACTION), optional(_EXPONENT)))
 
 # Characters that may appear raw inside a JSON string: everything but '"', '\' and C0 controls.
 _RAW_RANGES = ((0x20, 0x21), (0x23, 0x5B), (0x5D, MAX_CODE_POINT))
@@ -76,7 +76,7 @@ _U_ESCAPE = seq(
 _ESCAPE = seq(literal("\\"), alt(byte_set(b'"\\/bfnrt'), _U_ESCAPE))
 
 #: One code point of a JSON string value, raw or escaped.
-CHAR = alt(_RAW_CHAR, _ESCAPE)
+CHAR = permanent(alt(_RAW_CHAR, _ESCAPE))
 
 # json.dumps escapes: the short forms, and \u00xx (lower-case hex) for the other C0 controls.
 _SHORT_ESCAPES = {0x22: '"', 0x5C: "\\", 0x08: "b", 0x0C: "f", 0x0A: "n", 0x0D: "r", 0x09: "t"}

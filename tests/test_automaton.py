@@ -332,6 +332,27 @@ def test_a_loop_holds_one_copy_of_its_item(expr):
     assert len(set(compiled.state_classes.tolist())) == compiled.n_states
 
 
+def test_a_rule_lowers_alike_whatever_was_lowered_before():
+    """Lowering keeps the rule references of permanent bodies (``ir.permanent``: the JSON integer)
+    across compiles. It once kept a rule's answer under the id of the last node its walk met:
+    here ``root``'s (it names ``z``) under the integer's, so that a later rule ``z`` whose body is
+    the integer seemed to call itself and became a frame."""
+    from llamay import json_grammar as jg
+
+    def later() -> list[str]:
+        g = ir.Grammar()
+        g.define("z", jg.INTEGER)
+        g.define("root", ir.seq(ir.Ref("z"), ir.literal("!")))
+        return g.compile().rule_names
+
+    before = later()
+    g = ir.Grammar()
+    g.define("z", ir.literal("q"))
+    g.define("root", ir.seq(ir.Ref("z"), ir.alt(ir.seq(jg.INTEGER, ir.literal("x")), jg.INTEGER)))
+    g.compile()
+    assert later() == before == ["root"]
+
+
 @pytest.mark.parametrize("closed", [True, False], ids=["closed", "open"])
 @pytest.mark.parametrize("subset", ["Github_easy", "Glaiveai2K", "Kubernetes"])
 def test_copied_fragments_lower_exactly_as_built_ones(subset, closed):

@@ -446,6 +446,7 @@ cdef class _DFA:
 
 cdef dict _FRAMES = {}  # (permanent body's id, limits that shape it) -> (body, fragment, rules it calls)
 cdef dict _REFERENCES = {}  # permanent body's id -> (rules it names, their places): ``_references``
+cdef dict _KEPT = {}  # (permanent inlined node's id, limits) -> its template: ``composite``
 cdef enum:
     MAX_FRAMES = 64       # frames kept at most across compiles
 
@@ -462,6 +463,7 @@ cdef class _Lowering:
     cdef double deadline
     cdef int64_t ticks, next_clock  # expressions walked and states copied; when to look at the clock
     cdef int max_depth, max_states, inline_states, share_states, unroll_states, max_repeat  # limits, read once
+    cdef tuple shape  # the limits that shape a fragment
     cdef _NFA nfa
 
     def __init__(self, dict rules, root, bint copies):
@@ -483,6 +485,7 @@ cdef class _Lowering:
         self.share_states = limits.SHARE_STATES
         self.unroll_states = limits.UNROLL_STATES
         self.max_repeat = limits.MAX_REPEAT
+        self.shape = (self.inline_states, self.share_states, self.unroll_states, self.max_repeat)
         self.root = root
         self.nullable_rules = _nullable_rules(rules)
         self.inline_entries = {}
@@ -740,6 +743,10 @@ cdef class _Lowering:
         cdef int outer = self.deepest, height
         key = _id(expr)
         got = self.templates.get(key) if self.copies else None
+        if got is None and self.copies and key in PERMANENT:  # built by an earlier compile, perhaps
+            got = _KEPT.get((key, self.shape))
+            if got is not None:
+                self.templates[key] = got
         if got is not None and got[1] is not None:
             return self.replay(<bytes> got[1], s, t, rid, name, depth)
         self.deepest = depth
@@ -759,8 +766,15 @@ cdef class _Lowering:
         self.deepest = max(outer, self.deepest)
         if got is None:
             self.templates[key] = (expr, None)  # seen once (holding expr keeps its id unique)
-        elif self.impure == impure and s != t and self.nfa.n_states > n0 and self.template_bytes < TEMPLATE_BYTES:
-            self.record(expr, s, t, n0, nb0, nx0, height)
+        if self.impure == impure and s != t and self.nfa.n_states > n0 and self.template_bytes < TEMPLATE_BYTES:
+            if got is not None:
+                self.record(expr, s, t, n0, nb0, nx0, height)
+            elif self.copies and key in PERMANENT:  # kept for later compiles: a JSON string's character
+                self.record(expr, s, t, n0, nb0, nx0, height)
+                if self.templates[key][1] is not None:
+                    if len(_KEPT) >= MAX_FRAMES:
+                        _KEPT.clear()
+                    _KEPT[(key, self.shape)] = self.templates[key]
         return 0
 
     cdef int record(self, expr, int32_t s, int32_t t, int32_t n0, int32_t nb0, int32_t nx0, int height) except -1:
@@ -801,7 +815,7 @@ cdef class _Lowering:
         cdef char* p
         cdef Special* x
         cdef list calls
-        key = (_id(body), self.inline_states, self.share_states, self.unroll_states, self.max_repeat)
+        key = (_id(body), self.shape)
         got = _FRAMES.get(key)
         if got is not None:
             for callee in got[2]:
@@ -1282,8 +1296,8 @@ cdef tuple _references(dict rules):
         raise MemoryError("rule references")
     try:
         for name, expr in rules.items():
-            key = _id(expr)
-            got = _REFERENCES.get(key) if key in PERMANENT else None
+            body = _id(expr)
+            got = _REFERENCES.get(body) if body in PERMANENT else None
             if got is not None and all([callee in rules for callee in got[0]]):
                 refs[name], places[name] = list(got[0]), got[1]
                 continue
@@ -1332,10 +1346,10 @@ cdef tuple _references(dict rules):
                     stack.append(x)
             refs[name] = out
             places[name] = mine
-            if whole and key in PERMANENT:
+            if whole and body in PERMANENT:
                 if len(_REFERENCES) >= MAX_FRAMES:
                     _REFERENCES.clear()
-                _REFERENCES[key] = (tuple(out), mine)
+                _REFERENCES[body] = (tuple(out), mine)
     finally:
         free(place)
     return refs, places
