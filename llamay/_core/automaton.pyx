@@ -200,6 +200,9 @@ cdef void _fill_byteset(const int32_t* start, const uint8_t* lo, const uint8_t* 
     cdef int32_t s, e, w, a, z
     for s in range(n):
         for e in range(start[s], start[s + 1]):
+            if lo[e] == hi[e]:  # one byte (most edges: literals, keys)
+                out[s * 8 + (lo[e] >> 5)] |= (<uint32_t> 1) << (lo[e] & 31)
+                continue
             for w in range(lo[e] >> 5, (hi[e] >> 5) + 1):  # the range's bits, a 32-bit word at a time
                 a = lo[e] - 32 * w if lo[e] > 32 * w else 0
                 z = hi[e] - 32 * w if hi[e] < 32 * w + 31 else 31
