@@ -949,9 +949,9 @@ _END = object()
 def _alternation(literals: list) -> Expr:
     """``literals`` as one expression: a trie of what comes before the tokens they all end with,
     then those tokens once (the values of a string enum share one closing quote, not one each)."""
-    first, shortest = literals[0], min(map(len, literals))
-    n = 0
-    while n < shortest and len(literals) > 1 and all(t[len(t) - 1 - n] == first[len(first) - 1 - n] for t in literals):
+    first, n = literals[0], 0
+    shortest = min(map(len, literals)) if len(literals) > 1 else 0  # one literal: nothing to share
+    while n < shortest and all(t[len(t) - 1 - n] == first[len(first) - 1 - n] for t in literals):
         n += 1
     packed = all(type(t) is bytes for t in literals)
     if not n:

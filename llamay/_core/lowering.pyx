@@ -766,15 +766,14 @@ cdef class _Lowering:
         self.deepest = max(outer, self.deepest)
         if got is None:
             self.templates[key] = (expr, None)  # seen once (holding expr keeps its id unique)
-        if self.impure == impure and s != t and self.nfa.n_states > n0 and self.template_bytes < TEMPLATE_BYTES:
-            if got is not None:
-                self.record(expr, s, t, n0, nb0, nx0, height)
-            elif self.copies and key in PERMANENT:  # kept for later compiles: a JSON string's character
-                self.record(expr, s, t, n0, nb0, nx0, height)
-                if self.templates[key][1] is not None:
-                    if len(_KEPT) >= MAX_FRAMES:
-                        _KEPT.clear()
-                    _KEPT[(key, self.shape)] = self.templates[key]
+        kept = got is None and self.copies and key in PERMANENT  # recorded at once, for later compiles too
+        if (got is not None or kept) and self.impure == impure and s != t and self.nfa.n_states > n0 and (
+                self.template_bytes < TEMPLATE_BYTES):
+            self.record(expr, s, t, n0, nb0, nx0, height)
+            if kept and self.templates[key][1] is not None:
+                if len(_KEPT) >= MAX_FRAMES:
+                    _KEPT.clear()
+                _KEPT[(key, self.shape)] = self.templates[key]
         return 0
 
     cdef int record(self, expr, int32_t s, int32_t t, int32_t n0, int32_t nb0, int32_t nx0, int height) except -1:
@@ -933,7 +932,7 @@ cdef class _Lowering:
         return 0
 
     cdef int repeat(self, Repeat rep, int32_t s, int32_t t, int32_t rid, str name, int depth) except -1:
-        cdef int32_t cur, nxt, mid, loop, callee, i
+        cdef int32_t cur, nxt, mid, loop, callee, i, mandatory
         lo, hi = rep.min, rep.max
         if lo < 0 or (hi is not None and hi < lo):
             raise GrammarError(f"repetition bounds {{{lo},{hi}}} are invalid", rule=name)
@@ -957,7 +956,8 @@ cdef class _Lowering:
             return 0
         item = rep.item
         cur = s
-        for i in range(lo - 1 if hi is None and lo else lo):  # the mandatory copies
+        mandatory = lo - 1 if hi is None and lo else lo  # item+ loops through its last mandatory copy
+        for i in range(mandatory):
             nxt = t if hi == lo and i == lo - 1 else self.new_state(rid)
             self.frag(item, cur, nxt, rid, name, depth + 1)
             cur = nxt
@@ -1064,21 +1064,23 @@ cdef class _Lowering:
                         if cur < c:
                             self.nfa.byte_edge(node.state, cur, c - 1, base + d.tgt[k], False)
                         q = d.tgt[k]
-                        tail = NULL
-                        if jend - i == 1:
-                            tail = _tail(tails, tcap, ptr, lens, q, i, node.depth + 1, hashes[offset[i] + node.depth + 1])
                         if lens[i] == node.depth + 1 and d.start[q] == d.start[q + 1]:
                             pass  # c ends a word and the item: no edge, rather than one to a dead state
-                        elif tail != NULL and tail.state >= 0:
-                            self.nfa.byte_edge(node.state, c, c, tail.state, False)
                         else:  # one word left: its node behaves as any other with the same rest and DFA state
-                            if not grow(<void**> &stack, &cap, top + 1, sizeof(_TrieNode)):
-                                raise MemoryError()
-                            stack[top] = _TrieNode(self.new_state(rid), q, i, jend, node.depth + 1)
-                            if tail != NULL:
-                                tail[0] = _Tail(stack[top].state, q, i, node.depth + 1)
-                            self.nfa.byte_edge(node.state, c, c, stack[top].state, False)
-                            top += 1
+                            tail = NULL
+                            if jend - i == 1:
+                                tail = _tail(tails, tcap, ptr, lens, q, i, node.depth + 1,
+                                             hashes[offset[i] + node.depth + 1])
+                            if tail != NULL and tail.state >= 0:
+                                self.nfa.byte_edge(node.state, c, c, tail.state, False)
+                            else:
+                                if not grow(<void**> &stack, &cap, top + 1, sizeof(_TrieNode)):
+                                    raise MemoryError()
+                                stack[top] = _TrieNode(self.new_state(rid), q, i, jend, node.depth + 1)
+                                if tail != NULL:
+                                    tail[0] = _Tail(stack[top].state, q, i, node.depth + 1)
+                                self.nfa.byte_edge(node.state, c, c, stack[top].state, False)
+                                top += 1
                         cur = c + 1
                         i = jend
                     if cur <= d.hi[k]:
