@@ -47,6 +47,7 @@ from ..ir import EMPTY, PERMANENT, alt, seq
 from ..ir import alt_distinct as _alt_distinct
 
 from .automaton cimport EDGE_CALL, EDGE_EXIT, EDGE_INC, CompiledGrammar, array_data, grow, zeros
+from .rulegraph cimport rule_graph
 
 cnp.import_array()
 
@@ -445,7 +446,6 @@ cdef class _DFA:
 
 
 cdef dict _FRAMES = {}  # (permanent body's id, limits that shape it) -> (body, fragment, rules it calls)
-cdef dict _REFERENCES = {}  # permanent body's id -> (rules it names, their places): ``_references``
 cdef dict _KEPT = {}  # (permanent inlined node's id, limits) -> its template: ``composite``
 cdef enum:
     MAX_FRAMES = 64       # frames kept at most across compiles
@@ -473,9 +473,7 @@ cdef class _Lowering:
         self.rule_names = []
         self.rule_start = []
         self.rule_bounds = []
-        self.refs, places = _references(rules)
-        self.recursive = _recursive_rules(self.refs)
-        self.copied = _copied(self.refs, places, root, self.recursive)
+        self.refs, self.recursive, self.copied = rule_graph(rules, root)
         self.size_memo = {}
         self.rule_sizes = {}
         self.deadline = time.monotonic() + limits.COMPILE_SECONDS
@@ -1264,175 +1262,6 @@ cdef set _nullable_rules(dict rules):
                 found.add(name)
                 changed = True
     return found
-
-
-ctypedef struct _Place:
-    void* node  # NULL: where the rule itself continues
-    int32_t item  # the sequence ``node``'s item after this one; -1: the loop of the repetition ``node``
-
-
-cdef object _place_key(_Place p):
-    if p.node == NULL:
-        return None
-    return PyLong_FromVoidPtr(p.node) if p.item < 0 else (PyLong_FromVoidPtr(p.node), p.item)
-
-
-cdef tuple _references(dict rules):
-    """Per rule: the defined rules it refers to, in order of appearance; and, per callee, the
-    places its uses continue at (``None``: where the rule itself does, for a use in tail
-    position; else the item after the use, or the loop of a repetition around it).
-
-    Places live in a C array beside the walk's stack, made Python keys only at a reference:
-    most expressions walked contain none. A permanent body's answer is kept across compiles
-    (its places are its own nodes), where every rule it names is defined.
-    """
-    cdef dict refs = {}, places = {}, mine
-    cdef set seen_nodes
-    cdef list stack, out
-    cdef tuple items
-    cdef int32_t cap = 64, i, n, top
-    cdef bint whole
-    cdef _Place here
-    cdef _Place* place = <_Place*> malloc(cap * sizeof(_Place))
-    if place == NULL:
-        raise MemoryError("rule references")
-    try:
-        for name, expr in rules.items():
-            body = _id(expr)
-            got = _REFERENCES.get(body) if body in PERMANENT else None
-            if got is not None and all([callee in rules for callee in got[0]]):
-                refs[name], places[name] = list(got[0]), got[1]
-                continue
-            whole = True  # every rule it names is defined
-            out = []
-            mine = {}
-            stack = [expr]
-            place[0].node = NULL
-            seen_nodes = set()  # expressions are DAGs: walk a shared subtree once per rule
-            while stack:
-                e = stack.pop()
-                here = place[len(stack)]
-                tp = type(e)
-                if tp is Ref:
-                    callee = (<Ref> e).name
-                    if callee in rules:
-                        out.append(callee)
-                        mine.setdefault(callee, set()).add(_place_key(here))
-                    else:
-                        whole = False
-                    continue
-                if tp is Repeat:
-                    items = ((<Repeat> e).item,)
-                elif tp is Seq or tp is Alt:
-                    items = (<_Items> e).items
-                else:
-                    continue
-                n = len(items)
-                for i in range(n):
-                    x = items[i]
-                    if type(x) is Bytes:
-                        continue
-                    key = _id(x)
-                    if key in seen_nodes:
-                        continue
-                    seen_nodes.add(key)
-                    top = len(stack)
-                    if not grow(<void**> &place, &cap, top + 1, sizeof(_Place)):
-                        raise MemoryError("rule references")
-                    if tp is Repeat:
-                        place[top].node, place[top].item = <void*> e, -1
-                    elif tp is Alt or i == n - 1:
-                        place[top] = here
-                    else:
-                        place[top].node, place[top].item = <void*> e, i
-                    stack.append(x)
-            refs[name] = out
-            places[name] = mine
-            if whole and body in PERMANENT:
-                if len(_REFERENCES) >= MAX_FRAMES:
-                    _REFERENCES.clear()
-                _REFERENCES[body] = (tuple(out), mine)
-    finally:
-        free(place)
-    return refs, places
-
-
-cdef set _copied(dict refs, dict places, root, set recursive):
-    """The rules reachable from ``root`` that inlining would build more than once.
-
-    Lowering inlines a rule once per state it continues at. A frame (the root, a recursive rule)
-    continues at its own end; a use in tail position, wherever its caller continues; any other
-    use, at its own place in each copy of its caller. Each rule collects those places (two are
-    all the answer needs), callers before callees, in the reverse post-order of a depth-first
-    walk (but for callers on a cycle, which are frames).
-    """
-    cdef list order = [], work = [(root, 0)]
-    cdef set seen = {root}, theirs
-    cdef dict ends
-    while work:
-        node, i = work.pop()
-        succ = refs[node]
-        if i < len(succ):
-            work.append((node, i + 1))
-            if succ[i] not in seen:
-                seen.add(succ[i])
-                work.append((succ[i], 0))
-        else:
-            order.append(node)
-    ends = {name: set() for name in order}
-    for caller in reversed(order):
-        if caller == root or caller in recursive:
-            ends[caller] = {caller}
-        mine = ends[caller]
-        for callee, then in (<dict> places[caller]).items():
-            if callee == root or callee in recursive:  # a frame whatever its uses
-                continue
-            theirs = ends[callee]
-            for where in then:
-                for end in mine:
-                    if len(theirs) < 2:
-                        theirs.add(end if where is None else (caller, end, where))
-    return {name for name, e in ends.items() if len(e) > 1}
-
-
-cdef set _recursive_rules(dict refs):
-    """Rules on a reference cycle (Tarjan's SCC, iterative): they must be frames."""
-    cdef dict index = {}, low = {}
-    cdef set on_stack = set(), recursive = set()
-    cdef list scc_stack = []
-    for root in refs:
-        if root in index:
-            continue
-        work = [(root, 0)]
-        while work:
-            node, i = work.pop()
-            if i == 0:
-                index[node] = low[node] = len(index)
-                scc_stack.append(node)
-                on_stack.add(node)
-            succ = refs[node]
-            if i < len(succ):
-                work.append((node, i + 1))
-                nxt = succ[i]
-                if nxt not in index:
-                    work.append((nxt, 0))
-                elif nxt in on_stack:
-                    low[node] = min(low[node], index[nxt])
-                continue
-            if work:
-                parent = work[len(work) - 1][0]
-                low[parent] = min(low[parent], low[node])
-            if low[node] == index[node]:
-                comp = []
-                while True:
-                    x = scc_stack.pop()
-                    on_stack.discard(x)
-                    comp.append(x)
-                    if x == node:
-                        break
-                if len(comp) > 1 or node in refs[node]:
-                    recursive.update(comp)
-    return recursive
 
 
 cdef int _check_left_recursion(_Lowering low, Edges* e) except -1:

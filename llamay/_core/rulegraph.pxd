@@ -1,0 +1,1 @@
+cdef tuple rule_graph(dict rules, root)
