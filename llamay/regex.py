@@ -64,8 +64,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from dataclasses import dataclass
-from functools import cached_property, lru_cache
+from functools import lru_cache
 from typing import Union
 
 from . import ir, limits
@@ -88,55 +87,67 @@ class RegexError(ValueError):
 # -- the tree -------------------------------------------------------------------------------
 
 
+_UNSET = object()
+
+
 class _Tree:
     """A node: immutable, compared by identity. Trees share subtrees (``_by_anchors`` reuses
-    them), so what is derived from a node is computed once, on the node."""
+    them), so what is derived from a node is computed once, on the node. (Plain classes, not
+    frozen dataclasses with ``cached_property``: the module is compiled, and their generated
+    ``__init__`` and locked ``__get__`` ran in the interpreter, a third of a pattern's compile.)"""
 
-    @cached_property
+    _span = _anchored = _expr = _UNSET
+
+    @property
     def span(self) -> tuple[int, int | None]:
         """The fewest and most code points matched (None: unbounded); anchors match none."""
-        return _span(self)
+        if self._span is _UNSET:
+            self._span = _span(self)
+        return self._span
 
-    @cached_property
+    @property
     def anchored(self) -> bool:
         """Whether a ``^`` or ``$`` occurs in the node."""
-        if isinstance(self, (_Chars, _Anchor)):
-            return isinstance(self, _Anchor)
-        return self.item.anchored if isinstance(self, _Rep) else any(x.anchored for x in self.items)
+        if self._anchored is _UNSET:
+            if isinstance(self, (_Chars, _Anchor)):
+                self._anchored = isinstance(self, _Anchor)
+            else:
+                self._anchored = self.item.anchored if isinstance(self, _Rep) else any(x.anchored for x in self.items)
+        return self._anchored
 
-    @cached_property
+    @property
     def expr(self) -> ir.Expr | None:
         """The canonical JSON spelling of the matches of an anchor-free node; None when it matches nothing."""
-        return _ir(self)
+        if self._expr is _UNSET:
+            self._expr = _ir(self)
+        return self._expr
 
 
-@dataclass(frozen=True, eq=False)
 class _Chars(_Tree):
     """One code point from ``ranges`` (merged, surrogates removed); no ranges: nothing matches."""
 
-    ranges: Ranges
+    def __init__(self, ranges: Ranges) -> None:
+        self.ranges = ranges
 
 
-@dataclass(frozen=True, eq=False)
 class _Cat(_Tree):
-    items: tuple[_Node, ...]
+    def __init__(self, items: tuple[_Node, ...]) -> None:
+        self.items = items
 
 
-@dataclass(frozen=True, eq=False)
 class _Or(_Tree):
-    items: tuple[_Node, ...]
+    def __init__(self, items: tuple[_Node, ...]) -> None:
+        self.items = items
 
 
-@dataclass(frozen=True, eq=False)
 class _Rep(_Tree):
-    item: _Node
-    lo: int
-    hi: int | None
+    def __init__(self, item: _Node, lo: int, hi: int | None) -> None:
+        self.item, self.lo, self.hi = item, lo, hi
 
 
-@dataclass(frozen=True, eq=False)
 class _Anchor(_Tree):
-    end: bool  # False: ``^``, True: ``$``
+    def __init__(self, end: bool) -> None:
+        self.end = end  # False: ``^``, True: ``$``
 
 
 _Node = Union[_Chars, _Cat, _Or, _Rep, _Anchor]
