@@ -24,7 +24,6 @@ Merged property order is the order of the merge: a schema's own keywords first, 
 from __future__ import annotations
 
 from contextlib import contextmanager
-from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
 from math import gcd, lcm
@@ -46,13 +45,16 @@ _OBJECT = ("properties", "patternProperties", "additionalProperties")
 _TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
 
 
-@dataclass(frozen=True)
 class RefTo:
-    """A ``$ref`` kept whole: ``target`` is compiled once, as a named rule."""
+    """A ``$ref`` kept whole: ``target`` is compiled once, as a named rule. (Not a dataclass: its
+    generated ``__init__`` would run in the interpreter, where this compiled module does not.)"""
 
-    target: object
-    pointer: str  # where the "$ref" is written (errors name it)
-    at: str  # where the target is (its subschemas are named from there)
+    __slots__ = ("at", "pointer", "target")
+
+    def __init__(self, target, pointer: str, at: str) -> None:
+        self.target = target
+        self.pointer = pointer  # where the "$ref" is written (errors name it)
+        self.at = at  # where the target is (its subschemas are named from there)
 
     def __hash__(self) -> int:
         return id(self.target)
