@@ -136,8 +136,14 @@ SHAPES = {
     "oneOf": (_schemas, "a non-empty list of schemas"),
 }
 
-_SINGLE = ("items", "additionalItems", "additionalProperties", "propertyNames")
-_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
+_FURTHER = WARNED | {"minItems", "minLength"}  # keywords with more to check than their shape
+
+# The keywords whose values hold subschemas the compiler reads: by name, in a list, or one
+# (``items`` may be either of the last two).
+_NAMED, _LISTED, _SINGLE = 0, 1, 2
+_SUBSCHEMAS = {"properties": _NAMED, "patternProperties": _NAMED} | dict.fromkeys(
+    ("allOf", "anyOf", "oneOf", "prefixItems"), _LISTED
+) | dict.fromkeys(("items", "additionalItems", "additionalProperties", "propertyNames"), _SINGLE)
 
 
 def child(pointer: str, *tokens) -> str:
@@ -148,20 +154,6 @@ def child(pointer: str, *tokens) -> str:
             token = token.replace("~", "~0").replace("/", "~1")
         pointer += "/" + token
     return pointer
-
-
-def subschemas(node: dict, pointer: str):
-    """(keyword, subschema, pointer) for every subschema of ``node`` the compiler reads, in document order."""
-    for keyword, value in node.items():
-        if keyword in ("properties", "patternProperties"):
-            parent = child(pointer, keyword)
-            for name, sub in value.items():
-                yield keyword, sub, child(parent, name)
-        elif keyword in _LISTS or (keyword == "items" and isinstance(value, list)):
-            for i, sub in enumerate(value):
-                yield keyword, sub, child(pointer, keyword, i)
-        elif keyword in _SINGLE:
-            yield keyword, value, child(pointer, keyword)
 
 
 def allowed_types(node: dict) -> tuple[str, ...]:
@@ -201,7 +193,7 @@ class Checker:
         if depth > MAX_DEPTH:
             raise SchemaError(f"schema nests deeper than {MAX_DEPTH} levels", keyword="MAX_DEPTH", pointer=pointer)
         check_deadline(self.deadline, pointer)
-        if isinstance(node, bool):
+        if node is True or node is False:
             return
         if not isinstance(node, dict):
             text = jg.dumps(node)[:40]
@@ -212,25 +204,40 @@ class Checker:
         if "$ref" in node and self.legacy:  # drafts 4-7: the siblings of "$ref" have no effect
             node = {"$ref": node["$ref"]}
         for keyword, value in node.items():
-            if keyword not in ANNOTATIONS:
+            if keyword in ANNOTATIONS:
+                continue
+            shape = SHAPES.get(keyword)  # most keywords need only their shape checked
+            if shape is None or keyword in _FURTHER or not shape[0](value):
                 self.keyword(node, keyword, value, pointer)
         if "$ref" in node:
             target = self.resolver.resolve(node["$ref"], self.resolver.base_of(node), pointer)
-            self.schema(target, child(pointer, "$ref"), "$ref", depth + 1)
-        for keyword, sub, sub_pointer in subschemas(node, pointer):
-            self.schema(sub, sub_pointer, keyword, depth + 1)
+            self.schema(target, pointer + "/$ref", "$ref", depth + 1)
+        # every subschema the compiler reads, in document order (keyword names need no escapes)
+        for keyword, value in node.items():
+            kind = _SUBSCHEMAS.get(keyword)
+            if kind is None:
+                continue
+            if kind == _NAMED:
+                parent = pointer + "/" + keyword
+                for name, sub in value.items():
+                    self.schema(sub, child(parent, name), keyword, depth + 1)
+            elif kind == _LISTED or isinstance(value, list):
+                for i, sub in enumerate(value):
+                    self.schema(sub, f"{pointer}/{keyword}/{i}", keyword, depth + 1)
+            else:
+                self.schema(value, pointer + "/" + keyword, keyword, depth + 1)
 
     def keyword(self, node: dict, keyword: str, value, pointer: str) -> None:
-        if keyword in REFUSED:
-            raise SchemaError(f"keyword {keyword!r} is not supported", keyword=keyword, pointer=pointer)
-        if keyword not in SHAPES:
+        shape = SHAPES.get(keyword)
+        if shape is None:
+            if keyword in REFUSED:
+                raise SchemaError(f"keyword {keyword!r} is not supported", keyword=keyword, pointer=pointer)
             self.warnings.append(not_enforced(keyword, pointer))
             return
-        test, shape = SHAPES[keyword]
-        if not test(value):
-            raise SchemaError(f"{keyword!r} must be {shape}", keyword=keyword, pointer=pointer)
+        if not shape[0](value):
+            raise SchemaError(f"{keyword!r} must be {shape[1]}", keyword=keyword, pointer=pointer)
         # "MAX_REPEAT": a minimum count is built from blocks of MAX_REPEAT repetitions.
-        if keyword in ("minItems", "minLength") and value > MAX_REPEAT * MAX_REPEAT:
+        if (keyword == "minItems" or keyword == "minLength") and value > MAX_REPEAT * MAX_REPEAT:
             message = f"{keyword} {value} is above {MAX_REPEAT * MAX_REPEAT}"
             raise SchemaError(message, keyword="MAX_REPEAT", pointer=pointer)
         if keyword in WARNED and value and self.applies(node, keyword):
