@@ -131,7 +131,7 @@ cdef _Refs _references(list exprs, dict index):
     cdef int64_t node
     cdef list stack
     cdef tuple items
-    cdef bint ok = (_map_init(&seen, 1024) == 0) & (_map_init(&places, 64) == 0) & (place != NULL)
+    cdef bint ok = (_map_init(&seen, 128) == 0) & (_map_init(&places, 64) == 0) & (place != NULL)
     try:
         if not ok:
             raise MemoryError("rule references")
