@@ -47,6 +47,7 @@ from ..ir import EMPTY, PERMANENT, alt, seq
 from ..ir import alt_distinct as _alt_distinct
 
 from .automaton cimport EDGE_CALL, EDGE_EXIT, EDGE_INC, CompiledGrammar, array_data, grow, zeros
+from .pairmap cimport PairMap, pair_get, pair_get_or_put, pair_map_free, pair_map_init
 from .rulegraph cimport rule_graph
 
 cnp.import_array()
@@ -452,7 +453,9 @@ cdef enum:
 
 cdef class _Lowering:
     cdef dict rules, refs, rule_ids, rule_sizes, inline_entries
-    cdef dict size_memo, factored, templates  # keyed by id(): IR equality compares whole trees in Python
+    cdef dict factored, templates  # keyed by id(): IR equality compares whole trees in Python
+    cdef PairMap sizes  # node's address -> its size (``size``), the nodes in ``sized`` kept alive meanwhile
+    cdef list sized
     cdef int64_t template_bytes
     cdef int32_t impure  # fragments that defined a rule or deferred work: theirs cannot be copied
     cdef bint copies  # whether fragments are copied at all (off: the tests' oracle)
@@ -474,7 +477,9 @@ cdef class _Lowering:
         self.rule_start = []
         self.rule_bounds = []
         self.refs, self.recursive, self.copied = rule_graph(rules, root)
-        self.size_memo = {}
+        if pair_map_init(&self.sizes, 256) < 0:
+            raise MemoryError("sizes")
+        self.sized = []
         self.rule_sizes = {}
         self.deadline = time.monotonic() + limits.COMPILE_SECONDS
         self.max_depth = limits.MAX_DEPTH
@@ -498,6 +503,9 @@ cdef class _Lowering:
         self.ticks = 0
         self.next_clock = DEADLINE_EVERY
 
+    def __dealloc__(self):
+        pair_map_free(&self.sizes)
+
     cdef too_deep(self, rule):
         return GrammarError(f"nesting deeper than {self.max_depth} (limit MAX_DEPTH)", rule=rule)
 
@@ -514,9 +522,9 @@ cdef class _Lowering:
             return 1
         if tp is Ref:  # rule sizes have a memo of their own
             return 1 if self.is_frame((<Ref> expr).name) else self.rule_size((<Ref> expr).name)
-        got = self.size_memo.get(_id(expr))
-        if got is not None:
-            return got[0]
+        n = pair_get(&self.sizes, <int64_t> <void*> expr, 0)
+        if n >= 0:
+            return n
         if depth > self.max_depth:
             raise self.too_deep(self.root)
         if tp is Seq or tp is Alt:
@@ -535,7 +543,9 @@ cdef class _Lowering:
             body = self.size(rep.item, depth + 1)
             n = 2 + body * (1 if self.counted(rep) else max(rep.min, rep.max or 1, 1))
         n = min(n, self.max_states + 1)
-        self.size_memo[_id(expr)] = (n, expr)  # holding expr keeps its id unique
+        if pair_get_or_put(&self.sizes, <int64_t> <void*> expr, 0, n) == -2:
+            raise MemoryError("sizes")
+        self.sized.append(expr)  # its address stays its own
         return n
 
     cdef int listed(self, tuple items, int depth) except -1:

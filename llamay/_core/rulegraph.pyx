@@ -8,72 +8,13 @@ numbered, references and their places are C arrays, and only the walk over IR ex
 touches Python objects.
 """
 
-from libc.stdint cimport int32_t, int64_t, uint64_t
+from libc.stdint cimport int32_t, int64_t
 from libc.stdlib cimport calloc, free, malloc
 
 from ..ir cimport Alt, Bytes, Ref, Repeat, Seq, _Items
 
 from .automaton cimport grow
-
-
-ctypedef struct _Map:  # (a, b) -> value >= 0, open addressing, at most half full
-    int64_t* a
-    int64_t* b
-    int32_t* v  # -1: a free slot
-    int32_t cap, n
-
-
-cdef int _map_init(_Map* m, int32_t cap) noexcept nogil:
-    cdef int32_t i
-    m.cap, m.n = cap, 0
-    m.a = <int64_t*> malloc(cap * sizeof(int64_t))
-    m.b = <int64_t*> malloc(cap * sizeof(int64_t))
-    m.v = <int32_t*> malloc(cap * sizeof(int32_t))
-    if m.a == NULL or m.b == NULL or m.v == NULL:
-        return -1
-    for i in range(cap):
-        m.v[i] = -1
-    return 0
-
-
-cdef void _map_free(_Map* m) noexcept nogil:
-    free(m.a)
-    free(m.b)
-    free(m.v)
-
-
-cdef inline int32_t _slot(const _Map* m, int64_t a, int64_t b) noexcept nogil:
-    cdef uint64_t h = (<uint64_t> a * 0x9E3779B97F4A7C15u) ^ (<uint64_t> b + 0xBF58476D1CE4E5B9u)
-    cdef int32_t q
-    h = (h ^ (h >> 31)) * 0x94D049BB133111EBu
-    q = <int32_t> ((h ^ (h >> 29)) & <uint64_t> (m.cap - 1))
-    while m.v[q] >= 0 and (m.a[q] != a or m.b[q] != b):
-        q = (q + 1) & (m.cap - 1)
-    return q
-
-
-cdef int32_t _get_or_put(_Map* m, int64_t a, int64_t b, int32_t v) noexcept nogil:
-    """The value at ``(a, b)``; when there is none, ``v`` is put there and -1 returned (-2: out of memory)."""
-    cdef _Map old
-    cdef int32_t q = _slot(m, a, b), i
-    if m.v[q] >= 0:
-        return m.v[q]
-    if 2 * (m.n + 1) > m.cap:
-        old = m[0]
-        if _map_init(m, 2 * old.cap) < 0:
-            _map_free(m)
-            m[0] = old
-            return -2
-        for i in range(old.cap):
-            if old.v[i] >= 0:
-                q = _slot(m, old.a[i], old.b[i])
-                m.a[q], m.b[q], m.v[q] = old.a[i], old.b[i], old.v[i]
-        m.n = old.n
-        _map_free(&old)
-        q = _slot(m, a, b)
-    m.a[q], m.b[q], m.v[q] = a, b, v
-    m.n += 1
-    return -1
+from .pairmap cimport PairMap, pair_get_or_put, pair_map_free, pair_map_init
 
 
 cdef class _Refs:
@@ -125,13 +66,13 @@ cdef _Refs _references(list exprs, dict index):
     rule walks a shared subtree once, from the first place that reaches it."""
     cdef int32_t n_rules = len(exprs), r, i, n, top, cap = 64, k, here
     cdef _Refs refs = _Refs(n_rules)
-    cdef _Map seen, places
+    cdef PairMap seen, places
     cdef _Place* place = <_Place*> malloc(cap * sizeof(_Place))  # per stack entry
     cdef _Place at
     cdef int64_t node
     cdef list stack
     cdef tuple items
-    cdef bint ok = (_map_init(&seen, 128) == 0) & (_map_init(&places, 64) == 0) & (place != NULL)
+    cdef bint ok = (pair_map_init(&seen, 128) == 0) & (pair_map_init(&places, 64) == 0) & (place != NULL)
     try:
         if not ok:
             raise MemoryError("rule references")
@@ -148,7 +89,7 @@ cdef _Refs _references(list exprs, dict index):
                     if got is not None:
                         here = 0
                         if at.node != 0:
-                            here = _get_or_put(&places, at.node, at.item, places.n + 1)
+                            here = pair_get_or_put(&places, at.node, at.item, places.n + 1)
                             if here == -2:
                                 raise MemoryError("rule references")
                             if here == -1:
@@ -167,7 +108,7 @@ cdef _Refs _references(list exprs, dict index):
                     x = items[i]
                     if type(x) is Bytes:
                         continue
-                    k = _get_or_put(&seen, <int64_t> <void*> x, r, 0)
+                    k = pair_get_or_put(&seen, <int64_t> <void*> x, r, 0)
                     if k == -2:
                         raise MemoryError("rule references")
                     if k >= 0:
@@ -184,8 +125,8 @@ cdef _Refs _references(list exprs, dict index):
                     stack.append(x)
         refs.start[n_rules] = refs.n
     finally:
-        _map_free(&seen)
-        _map_free(&places)
+        pair_map_free(&seen)
+        pair_map_free(&places)
         free(place)
     return refs
 
@@ -278,8 +219,8 @@ cdef int _copied(_Refs refs, const int32_t* post, int32_t n_post, const char* fr
     cdef int32_t n = refs.n_rules, w, p, j, k, c, end, x
     cdef int32_t* count = <int32_t*> calloc(max(n, 1), sizeof(int32_t))  # per rule: ends found, at most 2
     cdef int32_t* ends = <int32_t*> malloc(2 * max(n, 1) * sizeof(int32_t))
-    cdef _Map triples
-    cdef bint ok = _map_init(&triples, 64) == 0
+    cdef PairMap triples
+    cdef bint ok = pair_map_init(&triples, 64) == 0
     try:
         if not ok or count == NULL or ends == NULL:
             raise MemoryError("rule references")
@@ -296,7 +237,7 @@ cdef int _copied(_Refs refs, const int32_t* post, int32_t n_post, const char* fr
                         break
                     end = ends[2 * c + j]
                     if refs.place[p] != 0:
-                        x = _get_or_put(&triples, (<int64_t> c << 32) | end, refs.place[p], n + triples.n)
+                        x = pair_get_or_put(&triples, (<int64_t> c << 32) | end, refs.place[p], n + triples.n)
                         if x == -2:
                             raise MemoryError("rule references")
                         end = n + triples.n - 1 if x == -1 else x
@@ -306,7 +247,7 @@ cdef int _copied(_Refs refs, const int32_t* post, int32_t n_post, const char* fr
         for k in range(n_post):
             out[post[k]] = count[post[k]] > 1
     finally:
-        _map_free(&triples)
+        pair_map_free(&triples)
         free(count)
         free(ends)
     return 0
