@@ -301,9 +301,11 @@ cdef int bisimulation(const Tables* t, int32_t* canon) noexcept nogil:
     to states that behave alike. Configurations at such states have the same future, so the set
     machine and the mask cache treat them as one.
 
-    Partition refinement, in the manner of Hopcroft, from (rule, finality, ``_digest`` of the
-    next ``LOOKAHEAD`` steps): a partition no finer than the answer, so that most states get
-    one signature. A state whose successor moved to another class is *dirty*, and only dirty
+    Partition refinement, in the manner of Hopcroft, from (rule, finality, steps to the nearest
+    final state, ``_digest`` of the next ``LOOKAHEAD`` steps): a partition no finer than the
+    answer, so that most states get one signature. (The distance costs one walk and sets apart
+    the positions of literals that read alike for a few steps, which a digest two steps deep
+    left together: a fifth less work on a corpus sample.) A state whose successor moved to another class is *dirty*, and only dirty
     states get a fresh signature (``_signature``). The clean members of a class still share
     the signature they had when it was last split, so one of them stands for all; the largest
     group keeps the class and the others move, their predecessors becoming dirty. Work
@@ -380,9 +382,30 @@ cdef int bisimulation(const Tables* t, int32_t* canon) noexcept nogil:
             for e in range(t.x_start[s], t.x_start[s + 1]):
                 rev[next_m[t.x_tgt[e]]] = s
                 next_m[t.x_tgt[e]] += 1
-        # the first partition: rule, finality and a digest of the next few steps; all dirty, all queued
+        # the steps to the nearest final state (a breadth-first walk back from them): states alike
+        # share it, and it tells apart states that read alike for a few steps (a key's bytes)
         for s in range(n):
-            digest[s] = _mix(_mix(0x811C9DC5u, <uint32_t> t.state_rule[s]), t.final[s])
+            digest2[s] = 0xFFFFFFFFu
+        m = 0
+        for s in range(n):
+            if t.final[s]:
+                digest2[s] = 0
+                moved[m] = s
+                m += 1
+        j = 0
+        while j < m:
+            s = moved[j]
+            j += 1
+            for e in range(rev_start[s], rev_start[s + 1]):
+                q = rev[e]
+                if digest2[q] == 0xFFFFFFFFu:
+                    digest2[q] = digest2[s] + 1
+                    moved[m] = q
+                    m += 1
+        # the first partition: rule, finality, that distance and a digest of the next few steps;
+        # all dirty, all queued
+        for s in range(n):
+            digest[s] = _mix(_mix(_mix(0x811C9DC5u, <uint32_t> t.state_rule[s]), t.final[s]), digest2[s])
         for k in range(LOOKAHEAD):
             for s in range(n):
                 digest2[s] = _digest(t, digest, s)
@@ -581,7 +604,7 @@ cdef int32_t _group(const Tables* t, const int32_t* cls, int32_t* sig, const int
 
 
 cdef enum:
-    LOOKAHEAD = 2  # steps digested into the first partition of ``bisimulation``
+    LOOKAHEAD = 1  # steps digested into the first partition of ``bisimulation``
 
 
 _FIELDS = ("b_start", "b_lo", "b_hi", "b_tgt", "b_ws", "x_start", "x_kind", "x_arg", "x_tgt", "final",
