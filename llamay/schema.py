@@ -175,7 +175,7 @@ def _source(schema) -> str:
     """The serialized schema, bounded ("MAX_SOURCE_BYTES") before any work is done on it."""
     try:
         source = jg.dumps(schema)
-        size = len(source.encode("utf-8", "surrogatepass"))
+        size = len(source) if source.isascii() else len(source.encode("utf-8", "surrogatepass"))
     except RecursionError:
         raise SchemaError("schema nests too deeply", keyword="MAX_DEPTH") from None
     except (TypeError, ValueError) as exc:

@@ -111,7 +111,9 @@ def declares_ids(source: str) -> bool:
     A key set to a string is written ``"key":"`` in that compact form, so a ``False`` is certain;
     scanning the text is much faster than walking the document.
     """
-    return any(f'"{key}":"' in source for key in ("$id", "id", "$anchor"))
+    if 'id":"' in source:  # one scan for both spellings of an id, in the usual case of neither
+        return '"$id":"' in source or '"id":"' in source or '"$anchor":"' in source
+    return '"$anchor":"' in source
 
 
 def one_base(source: str, root) -> bool:
@@ -121,6 +123,8 @@ def one_base(source: str, root) -> bool:
     without moving one. A string-valued ``id`` key anywhere else (in an ``enum``, say) only
     makes the answer a cautious ``False``.
     """
+    if 'id":"' not in source:
+        return True  # no id anywhere (the usual case): one scan, not two counts
     declared = source.count('"$id":"') + source.count('"id":"')
     at_root = isinstance(root, dict) and isinstance(root.get("$id", root.get("id")), str)
     return declared == at_root
