@@ -305,12 +305,12 @@ cdef int bisimulation(const Tables* t, int32_t* canon) noexcept nogil:
     final state, ``_digest`` of the next ``LOOKAHEAD`` steps): a partition no finer than the
     answer, so that most states get one signature. (The distance costs one walk and sets apart
     the positions of literals that read alike for a few steps, which a digest two steps deep
-    left together: a fifth less work on a corpus sample.) A state whose successor moved to another class is *dirty*, and only dirty
-    states get a fresh signature (``_signature``). The clean members of a class still share
-    the signature they had when it was last split, so one of them stands for all; the largest
-    group keeps the class and the others move, their predecessors becoming dirty. Work
-    follows moves, so a schema's long chains of inlined literals cost their length, not their
-    length times the automaton's size.
+    left together: a fifth less work on a corpus sample.) A state whose successor moved to
+    another class is *dirty*, and only dirty states get a fresh signature (``_signature``).
+    The clean members of a class still share the signature they had when it was last split,
+    so one of them stands for all; the largest group keeps the class and the others move,
+    their predecessors becoming dirty. Work follows moves, so a schema's long chains of
+    inlined literals cost their length, not their length times the automaton's size.
     """
     cdef int32_t n = t.n_states, s, e, k, c, g, j, q, m, r, keep, n_groups, n_moved, n_cls = 0, n_work = 0
     cdef int32_t cap = 1, gen = 0, n_edges = t.b_start[n] + t.x_start[n]
