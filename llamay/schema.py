@@ -136,13 +136,15 @@ def schema_expr(
     deadline = time.monotonic() + COMPILE_SECONDS if deadline is None else deadline
     source = _source(schema)
     legacy = legacy_ref(schema)
-    resolver = Resolver(schema, legacy, ids=declares_ids(source))
+    ids = declares_ids(source)
+    resolver = Resolver(schema, legacy, ids=ids)
     found: list[str] = []
     notes: list[tuple[str, str]] = []  # (keyword, pointer) the compiler does not enforce
     try:
         Checker(found, deadline, resolver, legacy).schema(schema, pointer, "schema", 0)
         algebra = Algebra(resolver, legacy, closed_objects, _search, lambda k, p: notes.append((k, p)))
-        compiler = _Compiler(grammar, closed_objects, deadline, algebra, notes, shared_by_text=one_base(source, schema))
+        one = not ids or one_base(source, schema)  # no id anywhere: one base, and no second scan
+        compiler = _Compiler(grammar, closed_objects, deadline, algebra, notes, shared_by_text=one)
         expr = compiler.value(schema, pointer)
     except RecursionError:
         raise SchemaError("schema nests too deeply to compile", keyword="MAX_DEPTH", pointer=pointer) from None

@@ -123,8 +123,6 @@ def one_base(source: str, root) -> bool:
     without moving one. A string-valued ``id`` key anywhere else (in an ``enum``, say) only
     makes the answer a cautious ``False``.
     """
-    if 'id":"' not in source:
-        return True  # no id anywhere (the usual case): one scan, not two counts
     declared = source.count('"$id":"') + source.count('"id":"')
     at_root = isinstance(root, dict) and isinstance(root.get("$id", root.get("id")), str)
     return declared == at_root

@@ -333,10 +333,10 @@ def test_a_loop_holds_one_copy_of_its_item(expr):
 
 
 def test_a_rule_lowers_alike_whatever_was_lowered_before():
-    """Lowering keeps the rule references of permanent bodies (``ir.permanent``: the JSON integer)
-    across compiles. It once kept a rule's answer under the id of the last node its walk met:
-    here ``root``'s (it names ``z``) under the integer's, so that a later rule ``z`` whose body is
-    the integer seemed to call itself and became a frame."""
+    """Lowering keeps what it built for permanent bodies (``ir.permanent``: the JSON integer)
+    across compiles, and nothing it keeps may change how a later grammar lowers. A cache of rule
+    references once kept ``root``'s answer (it names ``z``) under the integer's id, so that a
+    later rule ``z`` whose body is the integer seemed to call itself and became a frame."""
     from llamay import json_grammar as jg
 
     def later() -> list[str]:

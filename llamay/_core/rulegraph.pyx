@@ -17,40 +17,33 @@ from .automaton cimport grow
 from .pairmap cimport PairMap, pair_get_or_put, pair_map_free, pair_map_init
 
 
-cdef class _Refs:
-    """Every reference of every rule, grouped by caller: the callee and the place the use continues at.
+ctypedef struct _Use:
+    int32_t callee
+    int32_t place  # 0: where the caller itself continues (a use in tail position); else a number
+                   # for (the sequence and its item after the use) or (the repetition around it)
 
-    A place is 0 where the caller itself continues (a use in tail position), else a number
-    for (the sequence and its item after the use) or (the repetition around it, looping).
-    """
+
+cdef class _Refs:
+    """Every reference of every rule, grouped by caller: the callee and the place the use continues at."""
     cdef int32_t n_rules, n, cap
     cdef int32_t* start  # per rule, its references' range [start[r], start[r + 1])
-    cdef int32_t* callee
-    cdef int32_t* place
+    cdef _Use* use
 
     def __cinit__(self, int32_t n_rules):
         self.n_rules, self.n, self.cap = n_rules, 0, 64
         self.start = <int32_t*> malloc((n_rules + 1) * sizeof(int32_t))
-        self.callee = <int32_t*> malloc(self.cap * sizeof(int32_t))
-        self.place = <int32_t*> malloc(self.cap * sizeof(int32_t))
-        if self.start == NULL or self.callee == NULL or self.place == NULL:
+        self.use = <_Use*> malloc(self.cap * sizeof(_Use))
+        if self.start == NULL or self.use == NULL:
             raise MemoryError("rule references")
 
     def __dealloc__(self):
         free(self.start)
-        free(self.callee)
-        free(self.place)
+        free(self.use)
 
     cdef int add(self, int32_t callee, int32_t place) except -1:
-        cdef int32_t cap = self.cap
-        if not grow(<void**> &self.callee, &cap, self.n + 1, sizeof(int32_t)):
+        if not grow(<void**> &self.use, &self.cap, self.n + 1, sizeof(_Use)):
             raise MemoryError("rule references")
-        cap = self.cap
-        if not grow(<void**> &self.place, &cap, self.n + 1, sizeof(int32_t)):
-            raise MemoryError("rule references")
-        self.cap = cap
-        self.callee[self.n] = callee
-        self.place[self.n] = place
+        self.use[self.n] = _Use(callee, place)
         self.n += 1
         return 0
 
@@ -166,7 +159,7 @@ cdef int32_t _recursive(_Refs refs, int32_t root, char* out, int32_t* post) exce
                     on_stack[u] = 1
                 if p < refs.start[u + 1]:
                     pos[n_work - 1] = p + 1
-                    w = refs.callee[p]
+                    w = refs.use[p].callee
                     if order[w] == -1:
                         order[w] = -2
                         work[n_work], pos[n_work] = w, refs.start[w]
@@ -184,7 +177,7 @@ cdef int32_t _recursive(_Refs refs, int32_t root, char* out, int32_t* post) exce
                     continue
                 self_loop = False
                 for p in range(refs.start[u], refs.start[u + 1]):
-                    self_loop = self_loop or refs.callee[p] == u
+                    self_loop = self_loop or refs.use[p].callee == u
                 size = 0
                 while True:
                     n_scc -= 1
@@ -229,15 +222,15 @@ cdef int _copied(_Refs refs, const int32_t* post, int32_t n_post, const char* fr
             if frame[c]:
                 count[c], ends[2 * c] = 1, c
             for p in range(refs.start[c], refs.start[c + 1]):
-                w = refs.callee[p]
+                w = refs.use[p].callee
                 if frame[w]:
                     continue
                 for j in range(count[c]):
                     if count[w] == 2:
                         break
                     end = ends[2 * c + j]
-                    if refs.place[p] != 0:
-                        x = pair_get_or_put(&triples, (<int64_t> c << 32) | end, refs.place[p], n + triples.n)
+                    if refs.use[p].place != 0:
+                        x = pair_get_or_put(&triples, (<int64_t> c << 32) | end, refs.use[p].place, n + triples.n)
                         if x == -2:
                             raise MemoryError("rule references")
                         end = n + triples.n - 1 if x == -1 else x
@@ -271,7 +264,7 @@ cdef tuple rule_graph(dict rules, root):
         for r in range(n):
             out = []
             for p in range(refs.start[r], refs.start[r + 1]):
-                w = refs.callee[p]
+                w = refs.use[p].callee
                 if stamp[w] != r:
                     stamp[w] = r
                     out.append(names[w])
