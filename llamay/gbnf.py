@@ -32,6 +32,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from . import ir, limits
+from .compile_budget import budget
 from .errors import GrammarError
 from .gc_pause import gc_paused
 from .utf8 import ANY_CHAR, MAX_CODE_POINT, char_class
@@ -424,6 +425,7 @@ def parse_gbnf(text: str) -> ParsedGrammar:
 
 
 @gc_paused()
+@budget()
 def compile_gbnf(text: str, root: str = "root") -> CompiledGrammar:
     """Compile GBNF ``text`` into an automaton that starts at rule ``root``.
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from decimal import Decimal
 from fractions import Fraction
 from functools import lru_cache
@@ -33,11 +32,13 @@ from typing import TYPE_CHECKING
 
 from . import json_grammar as jg
 from . import numeric
+from .compile_budget import budget
+from .compile_budget import deadline as compile_deadline
 from .errors import GrammarError, InternalError, SchemaError
 from .formats import APPROXIMATE, FORMATS
 from .gc_pause import gc_paused
 from .ir import EMPTY, Expr, Grammar, Ref, alt, alt_distinct, literal, optional, seq, star
-from .limits import COMPILE_SECONDS, MAX_DEPTH, MAX_SOURCE_BYTES
+from .limits import MAX_DEPTH, MAX_SOURCE_BYTES
 from .regex import RegexError, pattern_string, python_regex
 from .schema_algebra import UNMERGED, Algebra, RefTo, closed, json_equal, json_type
 from .schema_keywords import (
@@ -101,6 +102,7 @@ class Unsatisfiable(SchemaError):
 
 
 @gc_paused()
+@budget()
 def compile_json_schema(schema, closed_objects: bool = True, whitespace_budget: int | None = 64) -> CompiledGrammar:
     """Compile ``schema`` (a parsed JSON value) to an automaton; ``.warnings`` lists what it ignores.
 
@@ -111,12 +113,11 @@ def compile_json_schema(schema, closed_objects: bool = True, whitespace_budget: 
     last: a model cannot spend tokens on whitespace around it, and once it is complete only
     EOS is allowed.
     """
-    deadline = time.monotonic() + COMPILE_SECONDS
     warnings: list[str] = []
     grammar = Grammar()
-    value = schema_expr(grammar, schema, "", warnings, closed_objects=closed_objects, deadline=deadline)
+    value = schema_expr(grammar, schema, "", warnings, closed_objects=closed_objects)
     grammar.define("root", value)
-    return _lower(grammar, whitespace_budget, warnings, deadline)
+    return _lower(grammar, whitespace_budget, warnings)
 
 
 def schema_expr(
@@ -126,14 +127,14 @@ def schema_expr(
     warnings: list[str],
     *,
     closed_objects: bool = True,
-    deadline: float | None = None,
 ) -> Expr:
     """``schema`` as an expression among ``grammar``'s rules, for constraints that embed schemas (tool calls).
 
     Checks, refuses and warns exactly as ``compile_json_schema`` does, with JSON Pointers under
-    ``pointer``; warnings are appended to ``warnings`` (each once).
+    ``pointer``; warnings are appended to ``warnings`` (each once). It spends the enclosing
+    ``compile_budget.budget()``, the one compile budget of the request.
     """
-    deadline = time.monotonic() + COMPILE_SECONDS if deadline is None else deadline
+    deadline = compile_deadline()
     source = _source(schema)
     legacy = legacy_ref(schema)
     ids = declares_ids(source)
@@ -187,7 +188,7 @@ def _source(schema) -> str:
     return source
 
 
-def _lower(grammar: Grammar, whitespace_budget, warnings: list[str], deadline: float) -> CompiledGrammar:
+def _lower(grammar: Grammar, whitespace_budget, warnings: list[str]) -> CompiledGrammar:
     """Lower the rules; a bound the lowering hits is reported as a schema error naming it."""
     try:
         compiled = grammar.compile("root", whitespace_budget=whitespace_budget, warnings=warnings)
@@ -198,7 +199,7 @@ def _lower(grammar: Grammar, whitespace_budget, warnings: list[str], deadline: f
         raise SchemaError(f"schema is over a bound once lowered: {exc.reason}", keyword=limit[1]) from exc
     except RecursionError:
         raise SchemaError("schema nests too deeply to compile", keyword="MAX_DEPTH") from None
-    check_deadline(deadline, "")
+    check_deadline(compile_deadline(), "", now=True)
     return compiled
 
 

@@ -9,11 +9,11 @@ keyword shapes.
 
 from __future__ import annotations
 
-import time
-
 from . import json_grammar as jg
+from . import limits
+from .compile_budget import clock
 from .errors import SchemaError
-from .limits import COMPILE_SECONDS, MAX_DEPTH, MAX_REPEAT
+from .limits import MAX_DEPTH, MAX_REPEAT
 
 TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
 
@@ -165,11 +165,21 @@ def allowed_types(node: dict) -> tuple[str, ...]:
     return declared
 
 
-def check_deadline(deadline: float, pointer: str) -> None:
-    # "COMPILE_SECONDS": a hostile schema must not hold a worker.
-    if time.monotonic() > deadline:
+#: Calls to ``check_deadline`` per look at the clock: reading a thread's CPU time is a system call
+#: (0.6 µs here, against 0.1 µs for the wall clock), and a schema's compile checks about 60 times.
+CLOCK_EVERY = 16
+_checks = 0
+
+
+def check_deadline(deadline: float, pointer: str, *, now: bool = False) -> None:
+    """Refuse the schema once the request's compile budget is spent (every ``CLOCK_EVERY`` calls, or ``now``)."""
+    # "COMPILE_SECONDS": a hostile schema must not hold a worker (the request's one budget, in CPU time).
+    global _checks
+    _checks += 1
+    if (now or _checks % CLOCK_EVERY == 0) and clock() > deadline:
         raise SchemaError(
-            f"schema took over {COMPILE_SECONDS} s to compile", keyword="COMPILE_SECONDS", pointer=pointer
+            f"compiling the request's constraints took over {limits.COMPILE_SECONDS} s of CPU time",
+            keyword="COMPILE_SECONDS", pointer=pointer,
         )
 
 

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 
 from . import json_grammar as jg
 from ._core.automaton import CompiledGrammar
+from .compile_budget import budget
 from .errors import UsageError
 from .gc_pause import gc_paused
 from .ir import EMPTY, Bytes, Expr, Grammar, Ref, alt, literal, merge_ranges, seq, star
@@ -32,6 +33,7 @@ MODES = ("auto", "none", "required", "named")
 
 
 @gc_paused()
+@budget()
 def compile_tool_calls(
     tools: Sequence[dict],
     mode: str,
@@ -43,7 +45,8 @@ def compile_tool_calls(
     """The constraint for ``tools`` under ``mode`` (``name`` picks the tool for ``named``).
 
     ``tools`` are ``{"name": str, "parameters": <JSON Schema>}``; a refused schema raises
-    ``SchemaError`` whose pointer starts at the tool (``/tools/<i>/parameters…``).
+    ``SchemaError`` whose pointer starts at the tool (``/tools/<i>/parameters…``). All tools
+    share one compile budget (``limits.COMPILE_SECONDS`` of CPU time), not one each.
     """
     if mode not in MODES:
         raise UsageError(f"unknown tool_choice mode {mode!r}")

@@ -430,7 +430,7 @@ def test_bound_of_limits_is_named(schema, keyword):
 
 
 def test_compile_time_bound_is_named(monkeypatch):
-    monkeypatch.setattr("llamay.schema.COMPILE_SECONDS", -1.0)
+    monkeypatch.setattr("llamay.limits.COMPILE_SECONDS", -1.0)
     with pytest.raises(SchemaError) as exc:
         compile_json_schema({"type": "object", "properties": {"a": {}}})
     assert exc.value.keyword == "COMPILE_SECONDS"

@@ -36,11 +36,10 @@ from libc.string cimport memcmp, memcpy, memset
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.long cimport PyLong_FromVoidPtr
 
-import time
 
 cimport numpy as cnp
 
-from .. import limits
+from .. import compile_budget, limits
 from ..errors import GrammarError
 from ..ir cimport Alt, Bytes, Except, Ref, Repeat, Seq, _Items
 from ..ir import EMPTY, PERMANENT, alt, seq
@@ -481,7 +480,7 @@ cdef class _Lowering:
             raise MemoryError("sizes")
         self.sized = []
         self.rule_sizes = {}
-        self.deadline = time.monotonic() + limits.COMPILE_SECONDS
+        self.deadline = compile_budget.deadline()  # the request's budget, shared with the schema compiler
         self.max_depth = limits.MAX_DEPTH
         self.max_states = limits.MAX_STATES
         self.inline_states = limits.INLINE_STATES
@@ -699,8 +698,9 @@ cdef class _Lowering:
         self.ticks += 1
         if self.ticks >= self.next_clock:
             self.next_clock = self.ticks + DEADLINE_EVERY
-            if time.monotonic() > self.deadline:
-                raise GrammarError(f"compile took over {limits.COMPILE_SECONDS} s (limit COMPILE_SECONDS)", rule=name)
+            if compile_budget.clock() > self.deadline:
+                raise GrammarError(f"compile took over {limits.COMPILE_SECONDS} s of CPU time (limit COMPILE_SECONDS)",
+                                   rule=name)
         tp = type(expr)
         if tp is Bytes:
             items = (<Bytes> expr).ranges

@@ -1,0 +1,123 @@
+"""The bounds a request's constraint compiles under: one budget of CPU time for all of it, and nesting.
+
+The time bound (``limits.COMPILE_SECONDS``) is scaled here to a multiple of what one tool's schema
+costs on this machine, measured first, so the tests are about the budget's accounting and
+not about the machine's speed.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from llamay import GrammarError, SchemaError, limits
+from llamay.backends import load_backend
+from llamay.compile_budget import budget, clock, deadline
+from llamay.engine import Model
+from llamay.toolcall import compile_tool_calls
+
+ASK = [{"role": "user", "content": "Fill in the form."}]
+
+
+def tool(k: int) -> dict:
+    """A tool whose schema costs some milliseconds: a hundred properties, each its own pattern."""
+    return {"name": f"form_{k}", "parameters": {"type": "object", "properties": {
+        f"p{i}": {"type": "string", "pattern": f"^(x{k}_{i}|[a-f]{{2,{i % 7 + 3}}}y)+z[0-9]{{1,{i % 5 + 2}}}$"}
+        for i in range(100)}}}
+
+
+def openai_tool(k: int) -> dict:
+    return {"type": "function", "function": tool(k)}
+
+
+@pytest.fixture(scope="module")
+def one_tool_seconds() -> float:
+    """CPU seconds one tool's compile takes here: the least of a few, after a first one warms the caches."""
+    times = []
+    for k in range(5):
+        start = clock()
+        compile_tool_calls([tool(1000 + k)], "required")
+        times.append(clock() - start)
+    return min(times[1:])
+
+
+def _refused_for_time(exc: BaseException) -> bool:
+    name = exc.keyword if isinstance(exc, SchemaError) else str(exc)
+    return "COMPILE_SECONDS" in name
+
+
+def test_tools_each_under_the_bound_are_refused_together(monkeypatch, one_tool_seconds):
+    """Ten tools that each compile within the bound exceed it together: the clock does not restart per tool."""
+    monkeypatch.setattr(limits, "COMPILE_SECONDS", 3 * one_tool_seconds)
+    for k in range(3):
+        compile_tool_calls([tool(k)], "required")  # each alone fits
+    with pytest.raises((SchemaError, GrammarError)) as exc:
+        compile_tool_calls([tool(10 + k) for k in range(10)], "required")
+    assert _refused_for_time(exc.value)
+
+
+def test_a_request_spends_one_budget_on_all_its_tools(monkeypatch, one_tool_seconds):
+    """Through ``Model.chat``, as the server calls it: each tool alone is served, ten at once are refused."""
+    model = Model(load_backend("fixture", script=b"ok"))
+    monkeypatch.setattr(limits, "COMPILE_SECONDS", 3 * one_tool_seconds)
+    r = model.chat(ASK, tools=[openai_tool(20)], tool_choice="required", max_tokens=4)
+    assert r.finish_reason == "length"
+    with pytest.raises((SchemaError, GrammarError)) as exc:
+        model.chat(ASK, tools=[openai_tool(30 + k) for k in range(10)], tool_choice="required", max_tokens=4)
+    assert _refused_for_time(exc.value)
+
+
+def test_threads_competing_for_the_interpreter_do_not_spend_the_budget(monkeypatch, one_tool_seconds):
+    """Three threads holding the GIL in turn slow the compile's wall time several-fold, not its CPU time."""
+    monkeypatch.setattr(limits, "COMPILE_SECONDS", 3 * one_tool_seconds)
+    stop = threading.Event()
+
+    def spin() -> None:
+        while not stop.is_set():
+            sum(range(1000))
+
+    spinners = [threading.Thread(target=spin) for _ in range(3)]
+    for t in spinners:
+        t.start()
+    try:
+        start = time.monotonic()
+        compile_tool_calls([tool(40)], "required")
+        wall = time.monotonic() - start
+    finally:
+        stop.set()
+        for t in spinners:
+            t.join()
+    assert wall > limits.COMPILE_SECONDS  # a wall-clock budget would have refused it
+
+
+def nested(levels: int) -> dict:
+    node: dict = {"type": "string"}
+    for _ in range(levels):
+        node = {"type": "object", "properties": {"a": node}}
+    return node
+
+
+DEEP = {"type": "function", "function": {"name": "deep", "parameters": nested(5000)}}
+
+
+@pytest.mark.parametrize("constraint", [
+    {"schema": nested(5000)},
+    {"tools": [DEEP], "tool_choice": "required"},
+    {"tools": [DEEP], "tool_choice": "none"},
+], ids=["schema", "tools-required", "tools-none"])
+def test_a_constraint_nested_past_the_bound_is_refused_by_name(constraint):
+    model = Model(load_backend("fixture", script=b"ok"))
+    with pytest.raises(SchemaError) as exc:
+        model.chat(ASK, **constraint, max_tokens=4)
+    assert exc.value.keyword == "MAX_DEPTH"
+
+
+def test_a_budget_is_shared_inside_and_fresh_outside():
+    with budget():
+        first = deadline()
+        with budget():
+            assert deadline() == first
+        assert deadline() == first
+    assert deadline() != first
