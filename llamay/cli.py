@@ -16,6 +16,7 @@ import time
 from collections.abc import Sequence
 
 from .api.app import DEFAULT_MAX_BODY, DEFAULT_QUEUE, App, read_lexicon
+from .api.server import IDLE_TIMEOUT, MAX_CONNECTIONS, READ_TIMEOUT, serve
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -51,6 +52,14 @@ def _parser() -> argparse.ArgumentParser:
                        help=f"largest request body (default {DEFAULT_MAX_BODY})")
     serve.add_argument("--queue", type=_non_negative, default=DEFAULT_QUEUE, metavar="N",
                        help=f"requests that may wait while one generates (default {DEFAULT_QUEUE})")
+    serve.add_argument("--read-timeout", type=_seconds, default=READ_TIMEOUT, metavar="SECONDS",
+                       help="time a request's head and body may take from its first byte; then 408 "
+                            f"(default {READ_TIMEOUT:g})")
+    serve.add_argument("--idle-timeout", type=_seconds, default=IDLE_TIMEOUT, metavar="SECONDS",
+                       help="time a keep-alive connection may wait for its next request before it is closed "
+                            f"(default {IDLE_TIMEOUT:g})")
+    serve.add_argument("--max-connections", type=_positive, default=MAX_CONNECTIONS, metavar="N",
+                       help=f"open connections served at once; one more gets 503 (default {MAX_CONNECTIONS})")
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     serve.set_defaults(run=_serve)
     return parser
@@ -59,7 +68,6 @@ def _parser() -> argparse.ArgumentParser:
 def _serve(args: argparse.Namespace) -> int:
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from .api.server import serve
     from .engine import load
 
     lexicon = None
@@ -88,7 +96,8 @@ def _serve(args: argparse.Namespace) -> int:
         _progress(f"serving {names} on http://{server.host}:{server.port} (API key {key}); Ctrl-C stops")
 
     try:
-        asyncio.run(serve(app, args.host, args.port, on_ready=ready))
+        asyncio.run(serve(app, args.host, args.port, on_ready=ready, read_timeout=args.read_timeout,
+                          idle_timeout=args.idle_timeout, max_connections=args.max_connections))
     except OSError as e:
         print(f"llamay: cannot serve on {args.host}:{args.port}: {e}", file=sys.stderr)
         return 1
@@ -106,6 +115,13 @@ def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    value = float(text)
+    if not value > 0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
     return value
 
 

@@ -12,6 +12,12 @@ own format. While a generation runs, the connection is read in the background: E
 means the client left, and the request's ``cancel`` event stops generation. Keep-alive
 follows h11 (``start_next_cycle``); any response sent before its request's body was
 read closes the connection.
+
+Bounds, so that no client holds a connection forever: a request's head and body must
+arrive within ``read_timeout`` of its first byte (else 408), a connection waiting for a
+request's first byte is closed silently after ``idle_timeout``, and past
+``max_connections`` a new connection is answered 503 at once. A response being generated
+is under none of them: its client is waiting, not sending.
 """
 
 from __future__ import annotations
@@ -49,14 +55,34 @@ SHUTDOWN_GRACE = 5.0
 #: Largest request head (request line and headers).
 MAX_HEAD = 64 << 10
 
+#: Seconds a request's head and body may take from its first byte: nginx's client_header_timeout and
+#: client_body_timeout, but counted once for the whole request (nginx times the body between reads), so a
+#: client trickling a byte at a time cannot stretch it. A body of the default --max-body (16 MiB) makes it
+#: at 2.3 Mbit/s.
+READ_TIMEOUT = 60.0
+
+#: Seconds a connection may wait for a request's first byte before it is closed: nginx's keepalive_timeout.
+#: Well above the pools of common clients (httpx, which the OpenAI and Anthropic SDKs use, keeps an idle
+#: connection 5 s, aiohttp 15 s), so a client seldom reuses a connection the server is just closing.
+IDLE_TIMEOUT = 75.0
+
+#: Open connections served at once; one more is answered 503 and closed. Hundreds of waiting clients
+#: are far more than a one-generation-at-a-time server can use, and 512 (nginx's worker_connections)
+#: stays well under the usual limit of 1024 open files a process, which the model's files share.
+MAX_CONNECTIONS = 512
+
 
 class Server:
     """An ``App`` served on ``host:port`` (port 0: any free port, see ``port``)."""
 
-    def __init__(self, app: App, host: str = "127.0.0.1", port: int = 11435) -> None:
+    def __init__(self, app: App, host: str = "127.0.0.1", port: int = 11435, *, read_timeout: float = READ_TIMEOUT,
+                 idle_timeout: float = IDLE_TIMEOUT, max_connections: int = MAX_CONNECTIONS) -> None:
         self.app = app
         self.host = host
         self.port = port
+        self.read_timeout = read_timeout
+        self.idle_timeout = idle_timeout
+        self.max_connections = max_connections
         self.worker = Worker(app.model, app.queue)
         self._server: asyncio.Server | None = None
         self._connections: dict[asyncio.Task[None], _Connection] = {}
@@ -92,9 +118,15 @@ class Server:
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
+        full = len(self._connections) >= self.max_connections
         connection = self._connections[task] = _Connection(self, reader, writer)
         try:
-            await connection.run()
+            if full:  # at once, without waiting for a request: a silent client would hold the slot
+                await connection.close_with(ApiError(503, f"the server is at its limit of {self.max_connections} open "
+                                                          "connections (--max-connections); retry later",
+                                                     code="overloaded"))
+            else:
+                await connection.run()
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
             pass
         except Exception:
@@ -120,13 +152,20 @@ class _Connection:
         self.head_only = False
         self.busy = False  # between a request's head and the end of its response
         self.cancel = threading.Event()  # the current generation's
+        self.deadline: float | None = None  # when the request being read must be complete; None before its first byte
 
     async def run(self) -> None:
         while True:
+            self.request_id = ""  # until a request's head is read, an error names no request
+            # a request pipelined behind the last response has its first byte already: its clock is running
+            self.deadline = self._read_deadline() if self.h11.trailing_data[0] else None
             try:
                 event = await self._next()
             except h11.RemoteProtocolError as exc:
                 await self._protocol_error(exc)
+                return
+            except asyncio.TimeoutError:
+                await self.close_with(self._timed_out())
                 return
             if not isinstance(event, h11.Request):
                 return  # ConnectionClosed, or a client that sent something else
@@ -140,18 +179,37 @@ class _Connection:
             self.h11.start_next_cycle()
 
     async def _next(self) -> Any:
+        """The next h11 event; ``asyncio.TimeoutError`` once the request being read is past its deadline."""
         while True:
             event = self.h11.next_event()
             if event is not h11.NEED_DATA:
                 return event
-            data = await self.reader.read(READ_SIZE)
+            if self.deadline is None:  # no byte of a request yet: the connection is idle
+                try:
+                    data = await asyncio.wait_for(self.reader.read(READ_SIZE), self.server.idle_timeout)
+                except asyncio.TimeoutError:
+                    return h11.ConnectionClosed()  # closed without a word, as nginx and llama-server do
+                self.deadline = self._read_deadline()
+            else:
+                remaining = self.deadline - asyncio.get_running_loop().time()
+                data = await asyncio.wait_for(self.reader.read(READ_SIZE), remaining)
             self.eof = not data
             self.h11.receive_data(data)
 
+    def _read_deadline(self) -> float:
+        return asyncio.get_running_loop().time() + self.server.read_timeout
+
+    def _timed_out(self) -> ApiError:
+        return ApiError(408, f"the request did not arrive within {self.server.read_timeout:g} s (--read-timeout)",
+                        code="request_timeout")
+
     async def _protocol_error(self, exc: h11.RemoteProtocolError) -> None:
         if self.h11.our_state in (h11.IDLE, h11.SEND_RESPONSE):
-            error = ApiError(exc.error_status_hint, f"malformed HTTP request: {exc}")
-            await self._reply(self.app.error_reply("openai", error), close=True)
+            await self.close_with(ApiError(exc.error_status_hint, f"malformed HTTP request: {exc}"))
+
+    async def close_with(self, error: ApiError) -> None:
+        """An error for a request that was not (or not wholly) read, in OpenAI's shape: no path tells the API."""
+        await self._reply(self.app.error_reply("openai", error), close=True)
 
     # -- one request ----------------------------------------------------------------------
     async def _request(self, request: h11.Request) -> None:
@@ -189,7 +247,10 @@ class _Connection:
             return await self._reply(self.app.error_reply(api, error), close=True)
         if self.h11.they_are_waiting_for_100_continue:
             self._send(h11.InformationalResponse(status_code=100, headers=[]))
-        body = await self._read_body()
+        try:
+            body = await self._read_body()
+        except asyncio.TimeoutError:
+            return await self._reply(self.app.error_reply(api, self._timed_out()), close=True)
         if body is None:
             error = ApiError(413, f"the request body is over {self.app.max_body} bytes (--max-body)",
                              code="request_too_large")
@@ -378,9 +439,9 @@ def _log_request(method: str, path: str, status: int, seconds: float, stats: dic
     log.info(" ".join(parts))
 
 
-async def serve(app: App, host: str, port: int, *, on_ready: Any = None) -> None:
-    """Serve until SIGINT or SIGTERM, then shut down cleanly (the CLI's main loop)."""
-    server = Server(app, host, port)
+async def serve(app: App, host: str, port: int, *, on_ready: Any = None, **options: Any) -> None:
+    """Serve until SIGINT or SIGTERM, then shut down cleanly (the CLI's main loop); ``options`` go to ``Server``."""
+    server = Server(app, host, port, **options)
     await server.start()
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
@@ -395,10 +456,13 @@ async def serve(app: App, host: str, port: int, *, on_ready: Any = None) -> None
 
 
 @contextlib.contextmanager
-def running(app: App, host: str = "127.0.0.1", port: int = 0) -> Iterator[Server]:
-    """Serve ``app`` on a background thread for the duration of a ``with`` block (tests, benchmarks)."""
+def running(app: App, host: str = "127.0.0.1", port: int = 0, **options: Any) -> Iterator[Server]:
+    """Serve ``app`` on a background thread for the duration of a ``with`` block (tests, benchmarks).
+
+    ``options`` go to ``Server`` (timeouts, connection cap).
+    """
     loop = asyncio.new_event_loop()
-    server = Server(app, host, port)
+    server = Server(app, host, port, **options)
     ready = threading.Event()
     failure: list[BaseException] = []
 
