@@ -44,3 +44,8 @@ SHARE_STATES = 256
 
 #: Bytes of words in one lexicon (a request's list, or a --lexicon file).
 MAX_LEXICON_BYTES = 16 << 20
+
+#: Nesting depth of a request body's arrays and objects, checked before it is parsed (the JSON
+#: parser recurses once per level). Room for a schema at ``MAX_DEPTH`` (two levels per schema
+#: level, as in ``properties`` or ``anyOf``) inside the request's own envelope.
+MAX_BODY_DEPTH = 2 * MAX_DEPTH + 64

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
+from pathlib import Path
 
 import jsonschema
 import pytest
@@ -48,6 +51,15 @@ SCHEMAS = {"get_weather": WEATHER, "get_time": TIME}
 ASK = [{"role": "user", "content": "What is the weather in Paris right now?"}]
 # room for a whole call: a truncated call would come back as text (and is tested elsewhere)
 TOOL_TOKENS = 120
+
+
+# The README's curl, byte for byte: no model field, and curl's default form content type.
+README_CURL_BODY = (
+    '{"messages": [{"role": "user", "content": "What is the weather in Paris?"}],\n'
+    '  "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",\n'
+    '    "properties": {"city": {"type": "string", "maxLength": 40}}, "required": ["city"]}}}],\n'
+    '  "tool_choice": "required", "max_tokens": 200}'
+)
 
 
 @pytest.fixture(scope="module")
@@ -326,3 +338,18 @@ def test_lexicon(oai):
                                     extra_body={"llamay_lexicon": ["hello", "world", "friend"]}, **SEED)
     words = re.findall(r"[a-z]+", r.choices[0].message.content.lower())
     assert words and set(words) <= {"hello", "world", "friend"}
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
+def test_the_readmes_curl_returns_a_tool_call(server):
+    """The README's example exactly: no model, curl's form content type, and a get_weather call back."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert README_CURL_BODY in readme
+    out = subprocess.run(
+        ["curl", "-s", "-H", "Authorization: Bearer test-key", f"127.0.0.1:{server.port}/v1/chat/completions",
+         "-d", README_CURL_BODY], capture_output=True, check=True, timeout=120).stdout
+    message = json.loads(out)["choices"][0]["message"]
+    assert message["tool_calls"]  # one or more (parallel calls are allowed): sampled at temperature 1
+    for call in message["tool_calls"]:
+        assert call["function"]["name"] == "get_weather"
+        assert isinstance(json.loads(call["function"]["arguments"])["city"], str)

@@ -12,11 +12,12 @@ import pytest
 
 from llamay.api import anthropic, ollama, openai
 from llamay.api.errors import ApiError, api_error
-from llamay.api.fields import NDJSON, SSE, Body, Frame, encode_frame, warning_headers
+from llamay.api.fields import NDJSON, SSE, Body, Frame, encode_frame, nesting_depth, warning_headers
 from llamay.api.render import Timing
 from llamay.chat import ToolCall
 from llamay.engine import Done, TextDelta
 from llamay.errors import GrammarError, SchemaError, UsageError
+from llamay.limits import MAX_BODY_DEPTH
 
 oa_types = pytest.importorskip("openai.types", reason="pip install openai")
 an_types = pytest.importorskip("anthropic.types", reason="pip install anthropic")
@@ -31,6 +32,51 @@ WEATHER = {"type": "object", "properties": {"city": {"type": "string"}}, "requir
 
 def body(**fields):
     return Body(fields)
+
+
+# -- request bodies ---------------------------------------------------------------------------
+@pytest.mark.parametrize("text, depth", [
+    (b"", 0), (b"{}", 1), (b'[[1], {"a": [2]}]', 3), (b'{"a": "[[{"}', 1), (b'["\\\\", [[]]]', 3),
+    (b'["\\"[[", []]', 2), (b'["\\\\\\"[", {}]', 2), (b'"unterminated [[', 0), ("[\"é[\", [ぁ]]".encode(), 2),
+])
+def test_nesting_depth_counts_brackets_outside_strings(text, depth):
+    """Escaped backslashes before an escaped quote, a string never closed, multi-byte characters."""
+    assert nesting_depth(text) == depth
+
+
+def test_body_depth_is_refused_before_parsing():
+    Body.parse(json.dumps({"a": "[" * 100_000, "b": [[[1]]]}).encode())
+    at_bound = b'{"a": ' + b"[" * (MAX_BODY_DEPTH - 1) + b"]" * (MAX_BODY_DEPTH - 1) + b"}"
+    assert Body.parse(at_bound).data["a"]
+    for deep in (b"[" * 100_000, b'{"a":' * 100_000, b"{" + b"[" * MAX_BODY_DEPTH + b"]" * MAX_BODY_DEPTH + b"}"):
+        with pytest.raises(ApiError, match="MAX_BODY_DEPTH") as info:
+            Body.parse(deep)
+        assert info.value.status == 400
+
+
+@pytest.mark.parametrize("raw, problem", [
+    (b'{"a": NaN}', "NaN is not a JSON number"), (b'{"a": [-Infinity]}', "-Infinity is not a JSON number"),
+    (b'{"a": "\xff"}', "not valid UTF-8"), (b'{"a": "\\ud800"}', "a: holds an unpaired UTF-16 surrogate"),
+    (b'{"m": [{"c": ["x", "\\udfffy"]}]}', "m[0].c[1]: holds"), (b'{"k\\udc00": 1}', "k\\udc00: holds"),
+])
+def test_body_parse_refuses_what_is_not_json_text(raw, problem):
+    with pytest.raises(ApiError) as info:
+        Body.parse(raw)
+    assert info.value.status == 400 and problem in info.value.message
+
+
+def test_body_parse_takes_paired_surrogates_and_a_bom():
+    assert Body.parse(b'{"a": "\\ud83d\\ude00", "b": "\\\\ud800"}').data == {"a": "😀", "b": "\\ud800"}
+    assert Body.parse(b'\xef\xbb\xbf{"a": 1}').data == {"a": 1}
+
+
+@pytest.mark.parametrize("request_fn, fields", [
+    (openai.chat_request, {"messages": USER}), (anthropic.messages_request, {"messages": USER, "max_tokens": 5}),
+    (ollama.chat_request, {"messages": USER, "options": {"seed": -1}}),
+])
+def test_negative_seed_means_random(request_fn, fields):
+    assert request_fn(Body({"model": "m", "seed": -1, **fields})).chat["seed"] is None
+    assert request_fn(Body({"model": "m", "seed": 7, **fields, "options": {"seed": 7}})).chat["seed"] == 7
 
 
 # -- OpenAI requests --------------------------------------------------------------------------
@@ -99,12 +145,13 @@ def test_openai_refusals_name_the_field(fields, param):
     assert info.value.status == 400 and info.value.param == param and param in info.value.message
 
 
-@pytest.mark.parametrize("missing", ["model", "messages"])
-def test_openai_required_fields(missing):
-    fields = {"model": "m", "messages": USER}
-    del fields[missing]
-    with pytest.raises(ApiError, match=missing):
-        openai.chat_request(Body(fields))
+def test_openai_messages_are_required():
+    with pytest.raises(ApiError, match="messages"):
+        openai.chat_request(Body({"model": "m"}))
+
+
+def test_an_omitted_model_is_left_to_the_app_to_name():
+    assert openai.chat_request(Body({"messages": USER})).model == ""
 
 
 def test_openai_defaults_the_sdk_sends_never_fail():

@@ -28,7 +28,7 @@ _IGNORED = ("metadata", "service_tier", "cache_control", "inference_geo", "speed
 
 def messages_request(body: Body) -> GenerateRequest:
     """``POST /v1/messages`` body as engine arguments; 400 ``ApiError`` naming the field at fault."""
-    model = body.get("model", str, required=True)
+    model = body.get("model", str, "")
     max_tokens = body.positive_int("max_tokens", required=True)
     messages = _messages(body.get("system", (str, list)), body.get("messages", list, required=True))
     thinking = body.child("thinking")
@@ -56,7 +56,7 @@ def messages_request(body: Body) -> GenerateRequest:
         "temperature": body.number("temperature", DEFAULT_TEMPERATURE, low=0.0, high=1.0),
         "top_p": body.number("top_p", 1.0, low=0.0, high=1.0),
         "top_k": _top_k(body),
-        "seed": body.get("seed", int),  # not Anthropic's; for reproducible tests
+        "seed": body.seed(),  # not Anthropic's; for reproducible tests
         "max_tokens": max_tokens,
         "stop": body.stop("stop_sequences"),
     }

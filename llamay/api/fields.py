@@ -9,12 +9,16 @@ route turns its body into: ``Model.chat`` keyword arguments plus what the respon
 from __future__ import annotations
 
 import json
+import re
 import string
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
+import numpy as np
+
+from ..limits import MAX_BODY_DEPTH
 from .errors import ApiError, bad_field
 
 #: ``max_tokens`` when a request gives none; the backend stops earlier when the context is full.
@@ -24,6 +28,15 @@ DEFAULT_MAX_TOKENS = 4096
 MAX_WARNING_HEADERS = 20
 
 _HEADER_SAFE = "".join(c for c in string.printable if c not in "%\r\n\t\x0b\x0c")
+
+#: +1 for the bytes that open an array or object, -1 for those that close one.
+_NESTING = np.zeros(256, np.int8)
+_NESTING[[ord("["), ord("{")]] = 1
+_NESTING[[ord("]"), ord("}")]] = -1
+
+#: An escaped UTF-16 surrogate, or text that only looks like one: only a body with one can decode to a
+#: string holding a lone surrogate, which UTF-8 (the tokenizer, a header) cannot encode.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 _TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "a boolean", list: "an array",
                dict: "an object"}
@@ -41,12 +54,28 @@ class Body:
 
     @classmethod
     def parse(cls, raw: bytes) -> Body:
+        """The body as a JSON object: UTF-8 (RFC 8259), without ``NaN`` or ``Infinity`` (which Python's
+        parser takes), nested at most ``MAX_BODY_DEPTH`` deep, every string Unicode text.
+
+        The depth is counted before parsing: the parser recurses once per level, and a body
+        nested 100,000 deep would otherwise end in a ``RecursionError``.
+        """
         try:
-            data = json.loads(raw) if raw.strip() else None
-        except (ValueError, UnicodeDecodeError) as e:
+            text = raw.decode("utf-8-sig")
+        except UnicodeDecodeError as e:
+            raise ApiError(400, f"the request body is not valid UTF-8: {e}") from None
+        depth = nesting_depth(raw)
+        if depth > MAX_BODY_DEPTH:
+            raise ApiError(400, f"the request body nests arrays and objects {depth} deep; llamay takes at most "
+                                f"{MAX_BODY_DEPTH} (limit MAX_BODY_DEPTH)")
+        try:
+            data = json.loads(text, parse_constant=_not_json) if text.strip() else None
+        except ValueError as e:
             raise ApiError(400, f"the request body is not valid JSON: {e}") from None
         if data is None:
             raise ApiError(400, "the request body is empty; a JSON object is expected")
+        if _SURROGATE_ESCAPE.search(raw) and (where := _lone_surrogate(data)) is not None:
+            raise bad_field(where, "holds an unpaired UTF-16 surrogate escape (\\ud800 to \\udfff), which is not text")
         return cls(data)
 
     def path(self, key: str) -> str:
@@ -77,6 +106,11 @@ class Body:
         if value is not None and value < 1:
             raise bad_field(self.path(key), f"must be a positive integer, got {value!r}")
         return value
+
+    def seed(self) -> int | None:
+        """``seed``; a negative one asks for a random seed, as llama.cpp's and Ollama's -1 does."""
+        value = self.get("seed", int)
+        return value if value is not None and value >= 0 else None
 
     def stop(self, key: str) -> list[str] | None:
         value = self.get(key, (str, list))
@@ -110,6 +144,11 @@ class GenerateRequest:
     warnings: list[str] = field(default_factory=list)  # request-level: unknown and ignored fields
     constraint_field: str | None = None  # the request field carrying the constraint, for error messages
     options: dict[str, Any] = field(default_factory=dict)  # API-specific response options
+
+    def __post_init__(self) -> None:
+        """Tools are a constraint too (their schemas make the tool-call grammar): a refused one names ``tools``."""
+        if self.constraint_field is None and self.chat.get("tools"):
+            self.constraint_field = "tools"
 
     @property
     def constraint_kind(self) -> str:
@@ -160,6 +199,41 @@ class Constraints:
             raise bad_field(body.path("llamay_lexicon"), "must be true or a non-empty array of non-empty strings")
         if lexicon is not None:
             self.set(body.path("llamay_lexicon"), "lexicon", lexicon)
+
+
+def nesting_depth(raw: bytes) -> int:
+    """How deep the arrays and objects of UTF-8 JSON text nest, brackets inside strings not counted.
+
+    Counted with numpy, no Python loop over the bytes (a body may be 16 MiB): escaped
+    backslashes, then escaped quotes, are dropped (left to right, as a run of backslashes
+    pairs up), so every quote left opens or closes a string, and a byte is inside one where
+    the quotes up to it are odd. In UTF-8 no byte of a multi-byte character is a quote,
+    backslash or bracket.
+    """
+    codes = np.frombuffer(raw.replace(b"\\\\", b"").replace(b'\\"', b""), np.uint8)
+    steps = np.where(np.bitwise_xor.accumulate(codes == ord('"')), 0, _NESTING[codes])
+    return int(np.cumsum(steps[steps != 0], dtype=np.int32).max(initial=0))
+
+
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not a JSON number")
+
+
+def _lone_surrogate(value: Any, where: str = "") -> str | None:
+    """The path of the first string or key in ``value`` that UTF-8 cannot encode, escaped to be printable."""
+    if isinstance(value, str):
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            return where.encode("utf-8", "backslashreplace").decode() or "the request body"
+        return None
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        here = f"{where}[{key}]" if isinstance(key, int) else f"{where}.{key}" if where else key
+        found = _lone_surrogate(key, here) or _lone_surrogate(item, here)
+        if found is not None:
+            return found
+    return None
 
 
 def merge_warnings(*lists: list[str]) -> list[str]:

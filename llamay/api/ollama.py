@@ -28,7 +28,7 @@ _IGNORED = ("keep_alive",)
 
 def chat_request(body: Body) -> GenerateRequest:
     """``POST /api/chat`` body as engine arguments; 400 ``ApiError`` naming the field at fault."""
-    model = body.get("model", str, required=True)
+    model = body.get("model", str, "")
     messages = [_message(m, f"messages[{i}]") for i, m in enumerate(body.get("messages", list, []))]
     chat, warnings, field = _common(body)
     chat["messages"] = messages
@@ -40,7 +40,7 @@ def chat_request(body: Body) -> GenerateRequest:
 
 def generate_request(body: Body) -> GenerateRequest:
     """``POST /api/generate``: ``system`` and ``prompt`` as a chat turn, or ``raw`` text continued as it is."""
-    model = body.get("model", str, required=True)
+    model = body.get("model", str, "")
     prompt = body.get("prompt", str, "")
     system = body.get("system", str)
     if body.get("suffix", str):
@@ -96,7 +96,7 @@ def _options(options: Body | None) -> tuple[dict[str, Any], list[str]]:
     top_p = options.number("top_p", DEFAULT_OPTIONS["top_p"], low=0.0, high=1.0)
     top_k = options.get("top_k", int, DEFAULT_OPTIONS["top_k"])
     num_predict = options.get("num_predict", int)
-    chat = {"temperature": temperature, "top_p": top_p, "top_k": max(0, top_k), "seed": options.get("seed", int),
+    chat = {"temperature": temperature, "top_p": top_p, "top_k": max(0, top_k), "seed": options.seed(),
             "max_tokens": num_predict if num_predict is not None and num_predict > 0 else DEFAULT_MAX_TOKENS,
             "stop": options.stop("stop")}
     ignored = [k for k in options.data if k not in _OPTIONS]
@@ -218,9 +218,8 @@ def show(info: dict[str, Any]) -> dict[str, Any]:
 
 
 def show_request(body: Body) -> str:
-    name = body.get("model", str) or body.get("name", str)
-    if not name:
-        raise bad_field("model", "this field is required")
+    """The model ``/api/show`` asks about; "" (none named) means the served model."""
+    name = body.get("model", str) or body.get("name", str) or ""
     body.ignore("verbose")
     return name
 

@@ -25,7 +25,7 @@ _IGNORED = ("metadata", "user", "store", "service_tier", "prompt_cache_key", "pr
 
 def chat_request(body: Body) -> GenerateRequest:
     """``POST /v1/chat/completions`` body as engine arguments; 400 ``ApiError`` naming the field at fault."""
-    model = body.get("model", str, required=True)
+    model = body.get("model", str, "")
     messages = body.get("messages", list, required=True)
     warnings: list[str] = []
     _refuse_unsupported(body, warnings)
@@ -64,7 +64,7 @@ def chat_request(body: Body) -> GenerateRequest:
 
 def completion_request(body: Body) -> GenerateRequest:
     """``POST /v1/completions``: one prompt, continued as raw text (no chat template)."""
-    model = body.get("model", str, required=True)
+    model = body.get("model", str, "")
     prompt = body.get("prompt", (str, list), required=True)
     if isinstance(prompt, list):
         if len(prompt) != 1 or not isinstance(prompt[0], str):
@@ -118,7 +118,7 @@ def _sampling(body: Body) -> dict[str, Any]:
     top_k = body.get("top_k", int, 0)  # llama.cpp's extension
     if top_k < 0:
         raise bad_field("top_k", f"must be 0 or more, got {top_k}")
-    return {"temperature": temperature, "top_p": top_p, "top_k": top_k, "seed": body.get("seed", int)}
+    return {"temperature": temperature, "top_p": top_p, "top_k": top_k, "seed": body.seed()}
 
 
 def _response_format(body: Body, constraints: Constraints, warnings: list[str]) -> None:

@@ -251,6 +251,11 @@ class _Connection:
             body = await self._read_body()
         except asyncio.TimeoutError:
             return await self._reply(self.app.error_reply(api, self._timed_out()), close=True)
+        except h11.RemoteProtocolError as exc:  # broken framing (a chunk size that is not hex), or EOF mid-body
+            if self.eof:
+                return 499
+            error = ApiError(exc.error_status_hint, f"malformed HTTP request body: {exc}")
+            return await self._reply(self.app.error_reply(api, error), close=True)
         if body is None:
             error = ApiError(413, f"the request body is over {self.app.max_body} bytes (--max-body)",
                              code="request_too_large")

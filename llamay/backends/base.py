@@ -1,6 +1,6 @@
 """The backend interface: load, vocabulary, prompt evaluation, logits, and one generate loop.
 
-A backend supplies four primitives (``tokenize``, ``begin``, ``logits``, ``feed``); the
+A backend supplies four primitives (``encode``, ``begin``, ``logits``, ``feed``); the
 loop that masks, samples and advances the matcher is written once, here, so every runtime
 enforces constraints the same way. ``logits()`` may return a view of the runtime's own
 buffer: the mask is written into it in place (no copy per token).
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -35,15 +35,32 @@ class Backend(ABC):
     bos_token: str = ""
     eos_token: str = ""
     add_bos: bool = False  # the model expects BOS first (its tokenizer metadata says so)
+    bos_id: int | None = None  # what ``tokenize`` puts first where ``needs_bos``
+    control_texts: frozenset[str] = frozenset()  # what ``encode(special=True)`` alone reads as control tokens
     n_ctx: int = 0
 
     def needs_bos(self, prompt: str) -> bool:
         """Whether ``tokenize`` must put BOS first: the model wants it and the template did not write it."""
         return self.add_bos and not (self.bos_token and prompt.startswith(self.bos_token))
 
+    def tokenize(self, prompt: str | Sequence[tuple[str, bool]]) -> list[int]:
+        """Token ids of a prompt, with BOS first where the model wants it and the prompt does not start with it.
+
+        A string is encoded whole, control-token text such as ``<|im_start|>`` parsed as tokens.
+        ``(text, special)`` parts (``ChatTemplate.render_parts``) are encoded one by one, so that
+        the client's text spelling a control token, a part with ``special`` false, stays text;
+        no merge spans two parts, and a tokenizer that puts a space before the text it is given
+        (Llama 2's) puts one before each part.
+        """
+        parts = [(prompt, True)] if isinstance(prompt, str) else prompt
+        ids = [self.bos_id] if self.needs_bos("".join(text for text, _ in parts)) else []
+        for text, special in parts:
+            ids += self.encode(text, special=special)
+        return ids
+
     @abstractmethod
-    def tokenize(self, text: str) -> list[int]:
-        """Token ids of a rendered prompt (special-token text such as ``<|im_start|>`` parsed as tokens)."""
+    def encode(self, text: str, *, special: bool) -> list[int]:
+        """Token ids of ``text``, no BOS; with ``special``, text in ``control_texts`` becomes the control token."""
 
     @abstractmethod
     def begin(self, prompt: list[int]) -> None:

@@ -38,8 +38,11 @@ class FixtureBackend(Backend):
         self._written = b""
         self._logits = base.copy()
 
-    def tokenize(self, text: str) -> list[int]:
-        """Greedy longest match: the fixture needs some ids for the prompt, not a faithful tokenization."""
+    def encode(self, text: str, *, special: bool) -> list[int]:
+        """Greedy longest match: the fixture needs some ids for the prompt, not a faithful tokenization.
+
+        Control tokens are ``b""`` in a ``Vocabulary``, so no text matches one: ``special`` changes nothing.
+        """
         data, out, pos = text.encode("utf-8"), [], 0
         while pos < len(data):
             for n in range(min(self._longest, len(data) - pos), 0, -1):

@@ -2,13 +2,30 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 
-def encode(tokenizer: Any, text: str, bos: bool) -> list[int]:
-    """``text`` through an HF tokenizer, special-token text parsed as tokens, BOS first when ``bos``."""
-    ids = tokenizer.encode(text, add_special_tokens=False)
-    return [tokenizer.bos_token_id, *ids] if bos else ids
+class Encoder:
+    """A fast HF tokenizer's two readings of text: special tokens' text as those tokens, or as text.
+
+    Text is read as text by a copy of the tokenizer's ``tokenizers`` backend whose
+    ``encode_special_tokens`` is set once: transformers' ``split_special_tokens=True`` sets that
+    flag on the shared tokenizer for the call, and a request encoding at the same time would
+    read the other's setting. ``control_texts`` are the special added tokens' texts, the ones
+    the flag concerns (non-special added tokens are read as tokens either way, as in llama.cpp).
+    """
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+        self.control_texts = frozenset(t.content for t in tokenizer.added_tokens_decoder.values() if t.special)
+        self._as_text = copy.deepcopy(tokenizer.backend_tokenizer)
+        self._as_text.encode_special_tokens = True
+
+    def __call__(self, text: str, *, special: bool) -> list[int]:
+        if special:
+            return self.tokenizer.encode(text, add_special_tokens=False)
+        return self._as_text.encode(text, add_special_tokens=False).ids
 
 
 def extends(cached: list[int], prompt: list[int]) -> bool:

@@ -51,13 +51,14 @@ class LlamaCppBackend(Backend):
                                     self.vocab.eos_ids, size=max(width, self.vocab.size))
         meta = self.llama.metadata
         self.chat_template = meta.get("tokenizer.chat_template")
-        self.bos_token = _token_text(self.llama, self.llama.token_bos())
+        self.bos_id = self.llama.token_bos()
+        self.bos_token = _token_text(self.llama, self.bos_id)
         self.eos_token = _token_text(self.llama, self.llama.token_eos())
         self.add_bos = str(meta.get("tokenizer.ggml.add_bos_token", "false")).lower() == "true"
+        self.control_texts = _control_texts(self.llama)
 
-    def tokenize(self, text: str) -> list[int]:
-        """The rendered prompt's tokens, with BOS first where the model asks for it and the template did not."""
-        return self.llama.tokenize(text.encode("utf-8"), add_bos=self.needs_bos(text), special=True)
+    def encode(self, text: str, *, special: bool) -> list[int]:
+        return self.llama.tokenize(text.encode("utf-8"), add_bos=False, special=special)
 
     def begin(self, prompt: list[int]) -> None:
         """Evaluate the whole prompt afresh: reusing a cached prefix changes llama.cpp's arithmetic
@@ -76,6 +77,18 @@ def _token_text(llama, token: int) -> str:
     if token < 0:
         return ""
     return llama._model.token_get_text(token)
+
+
+def _control_texts(llama) -> frozenset[str]:
+    """The texts llama.cpp reads as tokens only when told to parse specials: control and unknown tokens.
+
+    User-defined tokens are read as tokens either way (as Hugging Face's non-special added tokens),
+    so they are not the template's to guard. Attributes as llama.cpp set them at load, which
+    makes some tokens control that the GGUF's token types call otherwise.
+    """
+    model = llama._model
+    wanted = llama_cpp.LLAMA_TOKEN_ATTR_CONTROL | llama_cpp.LLAMA_TOKEN_ATTR_UNKNOWN
+    return frozenset(model.token_get_text(i) for i in range(llama.n_vocab()) if model.token_get_attr(i) & wanted)
 
 
 def load(model=None, **options) -> LlamaCppBackend:

@@ -29,7 +29,7 @@ from ..errors import InternalError, UsageError
 from ..models import DEFAULT_MODEL_ID, ModelError
 from ..vocab import Vocabulary
 from .base import Backend
-from .hf_common import encode, extends
+from .hf_common import Encoder, extends
 
 try:
     import mlx.core as mx
@@ -70,16 +70,16 @@ class MlxBackend(Backend):
         self.chat_template = template if isinstance(template, str) else None
         self.bos_token = hf.bos_token or ""
         self.eos_token = hf.eos_token or ""
-        bos = hf.bos_token_id
-        self._hf = hf
+        self.bos_id = bos = hf.bos_token_id
         self.add_bos = bos is not None and hf.encode("a", add_special_tokens=True)[:1] == [bos]
+        self._encode = Encoder(hf)
+        self.control_texts = self._encode.control_texts
         self._cache: list[Any] | None = None
         self._ids: list[int] = []
         self._logits: np.ndarray | None = None
 
-    def tokenize(self, text: str) -> list[int]:
-        """The rendered prompt's tokens, with BOS first where the tokenizer adds it and the template did not."""
-        return encode(self._hf, text, self.needs_bos(text))
+    def encode(self, text: str, *, special: bool) -> list[int]:
+        return self._encode(text, special=special)
 
     def begin(self, prompt: list[int]) -> None:
         """Evaluate ``prompt``; a cache holding a prefix of it is extended, any other cache is dropped."""

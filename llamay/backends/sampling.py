@@ -29,7 +29,9 @@ def sample(logits: np.ndarray, sampling: Sampling, rng: np.random.Generator) -> 
     candidates = np.flatnonzero(logits > -np.inf)
     if candidates.size == 0:
         return int(np.argmax(logits))
-    scores = logits[candidates].astype(np.float64) / sampling.temperature
+    scores = logits[candidates].astype(np.float64)
+    with np.errstate(over="ignore"):  # shifted first: a tiny temperature gives -inf, not inf - inf = NaN
+        scores = (scores - scores.max()) / sampling.temperature
     if 0 < sampling.top_k < candidates.size:
         keep = np.argpartition(scores, -sampling.top_k)[-sampling.top_k :]
         candidates, scores = candidates[keep], scores[keep]

@@ -29,7 +29,7 @@ from ..errors import InternalError, UsageError
 from ..models import DEFAULT_MODEL_ID, ModelError
 from ..vocab import Vocabulary
 from .base import Backend
-from .hf_common import encode, extends
+from .hf_common import Encoder, extends
 
 try:
     import torch
@@ -61,8 +61,10 @@ class TransformersBackend(Backend):
         self.bos_token = tokenizer.bos_token or ""
         self.eos_token = tokenizer.eos_token or ""
         # Whether the tokenizer puts BOS in front of plain text (llama) or not (SmolLM2, Qwen)
-        bos = tokenizer.bos_token_id
+        self.bos_id = bos = tokenizer.bos_token_id
         self.add_bos = bos is not None and tokenizer.encode("a", add_special_tokens=True)[:1] == [bos]
+        self._encode = Encoder(tokenizer)
+        self.control_texts = self._encode.control_texts
         # transformers 5.24 renamed ``past_key_values`` to ``cache`` (the old name warns, and goes in 5.40)
         params = inspect.signature(model.forward).parameters
         self._cache_arg = "cache" if "cache" in params else "past_key_values"
@@ -73,9 +75,8 @@ class TransformersBackend(Backend):
         self._ids: list[int] = []  # tokens the cache holds
         self._logits: torch.Tensor | None = None
 
-    def tokenize(self, text: str) -> list[int]:
-        """The rendered prompt's tokens, with BOS first where the tokenizer adds it and the template did not."""
-        return encode(self.tokenizer, text, self.needs_bos(text))
+    def encode(self, text: str, *, special: bool) -> list[int]:
+        return self._encode(text, special=special)
 
     def begin(self, prompt: list[int]) -> None:
         """Evaluate ``prompt``; a cache holding a prefix of it is extended, any other cache is dropped."""

@@ -27,6 +27,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from ..errors import VocabularyError
 from ..gguf_meta import read_metadata, required_field
 from .errors import TemplateError
+from .escape import ControlTexts, split_parts
 from .tools import adapt_messages, normalize_messages, normalize_tools
 
 __all__ = ["DEFAULT_TEMPLATE", "ChatTemplate"]
@@ -92,16 +93,25 @@ class ChatTemplate:
     ``stop`` then holds ``<|im_end|>``, which ends a turn as text. ``renders_tools`` and
     ``renders_tool_calls`` say whether the template itself uses ``tools`` and messages'
     ``tool_calls``; where it does not, ``render`` writes them in the Hermes dialect.
+    ``control_tokens`` are the texts the model's tokenizer reads as control tokens: where the
+    client's text spells one, ``render_parts`` keeps it text (``llamay.chat.escape``).
     """
 
     def __init__(
-        self, source: str | None, *, bos_token: str = "", eos_token: str = "", origin: str = "chat template"
+        self,
+        source: str | None,
+        *,
+        bos_token: str = "",
+        eos_token: str = "",
+        origin: str = "chat template",
+        control_tokens: Iterable[str] = (),
     ) -> None:
         self.is_default = not source
         self.source = source or DEFAULT_TEMPLATE
         self.bos_token = bos_token
         self.eos_token = eos_token
         self.origin = origin
+        self.control = ControlTexts(control_tokens)
         self.stop = _DEFAULT_STOP if self.is_default else ()
         try:
             tree = _ENV.parse(self.source)
@@ -143,15 +153,34 @@ class ChatTemplate:
         Raises ``MessageError`` for malformed messages or tools, ``TemplateError`` when the
         template fails on them.
         """
+        parts = self.render_parts(messages, tools, add_generation_prompt=add_generation_prompt, **context)
+        return "".join(text for text, _ in parts)
+
+    def render_parts(
+        self,
+        messages: Iterable[Mapping[str, Any]],
+        tools: Iterable[Mapping[str, Any]] | None = None,
+        *,
+        add_generation_prompt: bool = True,
+        **context: Any,
+    ) -> list[tuple[str, bool]]:
+        """The prompt as ``(text, special)`` parts for ``Backend.tokenize``, joined they are ``render``'s text.
+
+        ``special`` parts are the template's text, whose control-token text is read as tokens;
+        the others are the client's text that spells a control token, each alone, to be read as
+        text. A prompt whose messages and tools spell none is one part.
+        """
         tools = normalize_tools(tools)
+        keep_out = self.source + self.bos_token + self.eos_token
+        (messages, tools), placeholders = self.control.escape((normalize_messages(messages), tools), keep_out)
         adapted = adapt_messages(
-            normalize_messages(messages),
+            messages,
             tools,
             renders_tools=self.renders_tools,
             renders_tool_calls=self.renders_tool_calls,
         )
         try:
-            return self._template.render(
+            prompt = self._template.render(
                 messages=adapted,
                 tools=tools if tools and self.renders_tools else None,
                 add_generation_prompt=add_generation_prompt,
@@ -165,6 +194,7 @@ class ChatTemplate:
             raise TemplateError(f"the sandbox refused what the chat template asked: {e} - at {self.origin}") from None
         except Exception as e:  # a template is a program: TypeError, UndefinedError, RecursionError ...
             raise TemplateError(f"the chat template failed: {type(e).__name__}: {e} - at {self.origin}") from None
+        return split_parts(prompt, placeholders)
 
     def __repr__(self) -> str:
         return (
