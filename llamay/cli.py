@@ -14,9 +14,11 @@ import os
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 from .api.app import DEFAULT_MAX_BODY, DEFAULT_QUEUE, App, read_lexicon
 from .api.server import IDLE_TIMEOUT, MAX_CONNECTIONS, READ_TIMEOUT, serve
+from .chat.dialects import DIALECTS
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -39,6 +41,11 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--model", help="model file or folder (default: the embedded SmolLM2-135M-Instruct)")
     serve.add_argument("--threads", type=_positive, metavar="N",
                        help="CPU threads for the backend (llamacpp: default all cores)")
+    serve.add_argument("--tool-dialect", choices=list(DIALECTS), metavar="NAME",
+                       help=f"how the model writes tool calls: {', '.join(DIALECTS)} (default: detected from "
+                            "its chat template, hermes where it names none)")
+    serve.add_argument("--chat-template", metavar="FILE",
+                       help="a Jinja chat template replacing the model's (a broken one, or one that renders no tools)")
     serve.add_argument("--alias", action="append", default=[], metavar="NAME",
                        help="another name the model answers to (repeatable); 'default' always does")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
@@ -82,11 +89,13 @@ def _serve(args: argparse.Namespace) -> int:
     started = time.monotonic()
     try:
         options = {"n_threads": args.threads} if args.threads else {}
-        model = load(args.backend, args.model, **options)
+        template = Path(args.chat_template).read_text(encoding="utf-8") if args.chat_template else None
+        model = load(args.backend, args.model, tool_dialect=args.tool_dialect, chat_template=template, **options)
     except Exception as e:  # a missing runtime, file or package: say which, and stop
         print(f"llamay: cannot load the model: {e}", file=sys.stderr)
         return 1
-    _progress(f"loaded {model.model_id} in {time.monotonic() - started:.1f}s")
+    _progress(f"loaded {model.model_id} in {time.monotonic() - started:.1f}s; tool dialect {model.dialect.name}"
+              f"{' (its markers are tokens)' if model.markers.ids else ''}")
     app = App(model, aliases=tuple(args.alias), api_key=args.api_key, lexicon=lexicon, max_body=args.max_body,
               queue=args.queue)
 

@@ -22,8 +22,12 @@ from typing import Any
 from ._core.automaton import CompiledGrammar
 from ._core.matcher import Matcher
 from .backends import Backend, Sampling, load_backend
-from .chat import ChatTemplate, ToolCall, ToolCallStream, normalize_tools
-from .errors import UsageError
+from .chat import CallStream, ChatTemplate, ToolCall, detect, dialect, normalize_tools
+from .chat.dialects import Markers
+from .compile_budget import budget
+from .errors import SchemaError, UsageError
+from .limits import MAX_DEPTH
+from .vocab import Vocabulary
 
 log = logging.getLogger("llamay")
 
@@ -56,20 +60,36 @@ class ChatResult:
 Event = TextDelta | ToolCall | Done
 
 
-def load(backend: str = "llamacpp", model: str | None = None, **backend_options: Any) -> Model:
-    """Load ``model`` (None: the embedded default, SmolLM2-135M-Instruct) on ``backend``."""
-    return Model(load_backend(backend, model, **backend_options))
+def load(backend: str = "llamacpp", model: str | None = None, *, tool_dialect: str | None = None,
+         chat_template: str | None = None, **backend_options: Any) -> Model:
+    """Load ``model`` (None: the embedded default, SmolLM2-135M-Instruct) on ``backend``.
+
+    ``tool_dialect`` overrides the dialect detected from the chat template; ``chat_template``
+    (Jinja source) replaces the model's own template.
+    """
+    return Model(load_backend(backend, model, **backend_options), tool_dialect=tool_dialect,
+                 chat_template=chat_template)
 
 
 class Model:
-    """A loaded model with its template and a cache of compiled constraints; thread-safe."""
+    """A loaded model with its template, tool dialect and a cache of compiled constraints; thread-safe.
 
-    def __init__(self, backend: Backend) -> None:
+    ``dialect`` is how the model writes tool calls (detected from its template unless named);
+    ``markers`` are that dialect's markers against the model's vocabulary, tokens where they are one.
+    """
+
+    def __init__(self, backend: Backend, *, tool_dialect: str | None = None, chat_template: str | None = None) -> None:
         self.backend = backend
-        self.template = ChatTemplate(backend.chat_template, bos_token=backend.bos_token, eos_token=backend.eos_token,
-                                     origin=f"{backend.model_id} chat template")
+        source, origin = (chat_template, "the given chat template") if chat_template else (
+            backend.chat_template, f"{backend.model_id} chat template")
+        self.template = ChatTemplate(source, bos_token=backend.bos_token, eos_token=backend.eos_token,
+                                     origin=origin, control_tokens=backend.control_texts)
         if self.template.is_default:
             log.warning("%s has no chat template: using the default (ChatML)", backend.model_id)
+        self.dialect = dialect(tool_dialect) if tool_dialect else detect(
+            None if self.template.is_default else self.template.source)
+        self.markers = Markers(self.dialect, backend.vocab)
+        self._marker_texts = {i: text for text, i in self.markers.ids.items()}
         self._lock = threading.Lock()
         self._grammars: OrderedDict[tuple, CompiledGrammar] = OrderedDict()
         self._grammars_lock = threading.Lock()
@@ -102,15 +122,17 @@ class Model:
 
         At most one constraint (``schema``, ``grammar``, ``lexicon``, ``json``: ``True`` for any
         JSON value, ``"object"`` for an object); ``tools`` with ``tool_choice`` other than
-        ``"none"`` is a constraint of its own. ``max_tokens=None`` runs until the context is
+        ``"none"`` is a constraint of its own, which ``schema`` or ``json`` may join: the answer is
+        then calls or that document, each constrained. ``max_tokens=None`` runs until the context is
         full. Raises ``SchemaError`` / ``GrammarError`` for a refused constraint and
         ``UsageError`` for misuse, before any token is generated.
         """
         tool_list = normalize_tools(tools)
         mode, name = _tool_mode(tool_choice, tool_list)
         constraint = self._pick_constraint(schema, grammar, lexicon, json, tool_list, mode, name, parallel_tool_calls)
-        prompt = self.template.render(messages, tool_list if mode != "none" else None)
-        return self._generate(prompt, constraint, bool(tool_list) and mode != "none", max_tokens, stop,
+        prompt = self.template.render_parts(messages, tool_list if mode != "none" else None)
+        names = [t["function"]["name"] for t in tool_list] if tool_list and mode != "none" else None
+        return self._generate(prompt, constraint, names, max_tokens, stop,
                               Sampling(temperature=temperature, top_p=top_p, top_k=top_k, seed=seed), stream, cancel)
 
     def complete(
@@ -130,16 +152,21 @@ class Model:
         stream: bool = False,
         cancel: threading.Event | None = None,
     ) -> ChatResult | ChatStream:
-        """Continue raw ``prompt`` text, without the chat template (``/v1/completions``, Ollama ``raw``)."""
+        """Continue raw ``prompt`` text, without the chat template (``/v1/completions``, Ollama ``raw``).
+
+        The prompt is the client's own text in the model's format, so control-token text in it
+        (``<|im_start|>``) is read as those tokens, as llama-server reads it: a raw prompt has no
+        template to guard. ``chat`` keeps messages' text that spells one as text.
+        """
         constraint = self._pick_constraint(schema, grammar, lexicon, json, [], "none", None, False)
-        return self._generate(prompt, constraint, False, max_tokens, stop,
+        return self._generate(prompt, constraint, None, max_tokens, stop,
                               Sampling(temperature=temperature, top_p=top_p, top_k=top_k, seed=seed), stream, cancel)
 
     # -- request preparation (everything that can fail before generation) -------------------
     def _pick_constraint(self, schema, grammar, lexicon, json_, tools, mode, name, parallel):
         chosen = [k for k, v in (("schema", schema), ("grammar", grammar), ("lexicon", lexicon)) if v is not None]
         chosen += ["json"] if json_ else []
-        if tools and mode != "none" and chosen:
+        if tools and mode != "none" and chosen and chosen != ["schema"] and chosen != ["json"]:
             chosen.append("tools")
         if len(chosen) > 1:
             raise UsageError(f"one constraint at a time: {' and '.join(chosen)} were both given")
@@ -154,10 +181,22 @@ class Model:
         stops += [s for s in self.template.stop if s not in stops]
         prompt_ids = self.backend.tokenize(prompt)
         budget = max_tokens if max_tokens is not None else max(1, self.backend.n_ctx - len(prompt_ids))
-        events = ChatStream(self, _Request(prompt_ids, constraint, tools, budget, stops), sampling, cancel)
+        vocab = self.markers.vocab if tools is not None else self.backend.vocab
+        events = ChatStream(self, _Request(prompt_ids, constraint, vocab, tools, budget, stops), sampling, cancel)
         return events if stream else _collect(events)
 
+    @budget()
     def _constraint(self, schema, grammar, lexicon, json_, tools, mode, name, parallel) -> CompiledGrammar | None:
+        """The request's constraint, compiled (or cached) within one compile budget, whatever it carries."""
+        others = schema is not None or grammar is not None or lexicon is not None or bool(json_)
+        if tools and (mode != "none" or not others):  # under "none", free text in which no call opens
+            specs = [{"name": t["function"]["name"], "parameters": t["function"].get("parameters", {})} for t in tools]
+            document = {"schema": schema} if schema is not None else {"json": json_} if json_ else {}
+            if document.get("json") not in (None, True, "object"):
+                raise UsageError(f'json must be True (any JSON value) or "object", got {json_!r}')
+            key = ("tools", self.dialect.name, mode, name, bool(parallel), _canonical(specs), _canonical(document))
+            return self._cached(key, lambda: _compile_tools(specs, mode, name, parallel, self.dialect,
+                                                             self.backend.vocab, document))
         if schema is not None:
             return self._cached(("schema", _canonical(schema)), lambda: _compile_schema(schema))
         if grammar is not None:
@@ -172,10 +211,6 @@ class Model:
                 raise UsageError(f'json must be True (any JSON value) or "object", got {json_!r}')
             object_only = json_ == "object"
             return self._cached(("json", object_only), lambda: _any_json(object_only))
-        if tools:  # "none" too: free text in which <tool_call> cannot be completed
-            specs = [{"name": t["function"]["name"], "parameters": t["function"].get("parameters", {})} for t in tools]
-            key = ("tools", mode, name, bool(parallel), _canonical(specs))
-            return self._cached(key, lambda: _compile_tools(specs, mode, name, parallel))
         return None
 
     def _cached(self, key: tuple, build) -> CompiledGrammar:
@@ -195,7 +230,8 @@ class Model:
 class _Request:
     prompt_ids: list[int]
     constraint: CompiledGrammar | None
-    tools: bool
+    vocab: Vocabulary  # the matcher's: with the dialect's marker tokens as edges where tools are offered
+    tools: list[str] | None  # the offered tools' names, whose calls are read out of the text; None: no tools
     max_tokens: int
     stops: list[str]
 
@@ -222,11 +258,12 @@ class ChatStream:
 
     def _run(self, model: Model, req: _Request, sampling: Sampling, cancel: threading.Event | None) -> Iterator[Event]:
         backend = model.backend
-        matcher = Matcher(req.constraint, backend.vocab) if req.constraint is not None else None
+        matcher = Matcher(req.constraint, req.vocab) if req.constraint is not None else None
         warnings = list(self.warnings)
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         text = _StopFilter(req.stops)
-        calls = ToolCallStream() if req.tools else None
+        calls = CallStream(model.dialect, req.tools) if req.tools is not None else None
+        markers = model._marker_texts if calls is not None else {}
         n_tokens, made_calls, reason = 0, False, "length"
         with model._lock:
             gen = backend.generate(req.prompt_ids, matcher=matcher, sampling=sampling, max_tokens=req.max_tokens,
@@ -238,7 +275,9 @@ class ChatStream:
                     reason = "length" if n_tokens >= req.max_tokens else "stop"
                     break
                 n_tokens += 1
-                piece, stopped = text.feed(decoder.decode(backend.vocab.token_bytes(token)))
+                marker = markers.get(token)  # a marker token may have no text of its own (a control token)
+                piece, stopped = text.feed(marker if marker is not None else
+                                           decoder.decode(backend.vocab.token_bytes(token)))
                 for event in _route(piece, calls):
                     made_calls = made_calls or isinstance(event, ToolCall)
                     yield event
@@ -293,7 +332,7 @@ class _StopFilter:
         return out
 
 
-def _route(piece: str, calls: ToolCallStream | None, final: bool = False) -> Iterator[Event]:
+def _route(piece: str, calls: CallStream | None, final: bool = False) -> Iterator[Event]:
     items: list = [piece] if calls is None else calls.feed(piece) + (calls.finish() if final else [])
     for item in items:
         if isinstance(item, str):
@@ -332,7 +371,11 @@ def _tool_mode(choice: Any, tools: list[dict]) -> tuple[str, str | None]:
 
 
 def _canonical(value: Any) -> str:
-    return _json.dumps(value, sort_keys=False, separators=(",", ":"), ensure_ascii=False)
+    """A constraint's cache key; a value nested past what the compilers walk is refused here, by that limit."""
+    try:
+        return _json.dumps(value, sort_keys=False, separators=(",", ":"), ensure_ascii=False)
+    except RecursionError:
+        raise SchemaError(f"the constraint nests deeper than {MAX_DEPTH} levels", keyword="MAX_DEPTH") from None
 
 
 def _compile_schema(schema):
@@ -359,7 +402,7 @@ def _any_json(object_only: bool):
     return any_json(object_only=object_only)
 
 
-def _compile_tools(specs, mode, name, parallel):
+def _compile_tools(specs, mode, name, parallel, tool_dialect, vocab, document):
     from .toolcall import compile_tool_calls
 
-    return compile_tool_calls(specs, mode, name=name, parallel=parallel)
+    return compile_tool_calls(specs, mode, name=name, parallel=parallel, dialect=tool_dialect, vocab=vocab, **document)

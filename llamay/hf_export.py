@@ -34,19 +34,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from .models import ModelError, default_model_path
+from .models import ModelError, cache_root, default_model_path
 
 __all__ = ["cache_root", "default_hf_folder", "export_gguf", "hf_folder"]
 
 #: Bumped when the folder's layout changes, so that an old cached folder is not reused.
 EXPORT_VERSION = 1
 MARKER = "llamay-export.json"
-
-
-def cache_root() -> Path:
-    """``$XDG_CACHE_HOME/llamay`` (default ``~/.cache/llamay``): design.md section 8."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "llamay"
 
 
 def default_hf_folder() -> Path:

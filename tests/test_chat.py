@@ -20,16 +20,20 @@ from test_vocab import write_gguf
 
 from llamay.chat import (
     DEFAULT_TEMPLATE,
+    CallStream,
     ChatTemplate,
     MessageError,
     TemplateError,
     ToolCall,
     ToolCallError,
-    ToolCallStream,
     normalize_messages,
     parse_tool_calls,
 )
+from llamay.chat.dialects.hermes import HERMES
 from llamay.errors import LlamayError, VocabularyError
+
+#: The offered tools' names: the fallback forms (fenced, bare) fire only on these.
+NAMES = ["get_weather", "f", "g"]
 
 WEATHER = {
     "type": "function",
@@ -420,12 +424,12 @@ def calls_of(calls: list[ToolCall]) -> list[tuple[str, dict]]:
 
 @pytest.mark.parametrize(("text", "prose", "calls"), CALL_CASES.values(), ids=CALL_CASES.keys())
 def test_generated_text_splits_into_prose_and_calls(text, prose, calls):
-    got_prose, got_calls = parse_tool_calls(text)
+    got_prose, got_calls = parse_tool_calls(text, HERMES, NAMES)
     assert (got_prose, calls_of(got_calls)) == (prose, calls)
 
 
 def test_every_call_gets_a_distinct_id():
-    _, calls = parse_tool_calls(CALL * 20)
+    _, calls = parse_tool_calls(CALL * 20, HERMES, NAMES)
     assert all(re.fullmatch(r"call_[0-9a-f]{24}", c.id) for c in calls)
     assert len({c.id for c in calls}) == 20
 
@@ -438,18 +442,18 @@ CALL_ERROR_CASES = {
     "missing arguments": ('<tool_call>{"name": "f"}</tool_call>', '"arguments" is not a JSON object'),
     "arguments as a string": ('<tool_call>{"name": "f", "arguments": "{}"}</tool_call>', '"arguments" is not'),
     "extra keys": ('<tool_call>{"name": "f", "arguments": {}, "id": 1}</tool_call>', r"other than .*\['id'\]"),
-    "unclosed block": ('Sure <tool_call>{"name": "f", "arguments": {}}', "never closed.* - at call 1$"),
-    "unclosed second block": (CALL + '<tool_call>{"name": "f"', "never closed.* - at call 2$"),
-    "open tag only": ("<tool_call>", "never closed"),
+    "unclosed block": ('Sure <tool_call>{"name": "f", "arguments": {}}', "never completed.* - at call 1$"),
+    "unclosed second block": (CALL + '<tool_call>{"name": "f"', "never completed.* - at call 2$"),
+    "open tag only": ("<tool_call>", "never completed"),
     "second call bad": (CALL + "<tool_call>{}</tool_call>", r'no "name".* - at call 2'),
-    "close tag only inside a string": ('<tool_call>{"name": "f", "arguments": {"s": "</tool_call>', "never closed"),
+    "close tag only inside a string": ('<tool_call>{"name": "f", "arguments": {"s": "</tool_call>', "never completed"),
 }
 
 
 @pytest.mark.parametrize(("text", "message"), CALL_ERROR_CASES.values(), ids=CALL_ERROR_CASES.keys())
 def test_malformed_call_block_raises_never_becomes_prose(text, message):
     with pytest.raises(ToolCallError, match=message) as error:
-        parse_tool_calls(text)
+        parse_tool_calls(text, HERMES, NAMES)
     assert error.value.http_status == 500
 
 
@@ -458,7 +462,7 @@ def test_malformed_call_block_raises_never_becomes_prose(text, message):
 
 def batches(deltas: list[str]):
     """The events a fresh stream returns for each delta in turn, then for ``finish``."""
-    s = ToolCallStream()
+    s = CallStream(HERMES, NAMES)
     for delta in deltas:
         yield s.feed(delta)
     yield s.finish()
@@ -467,6 +471,10 @@ def batches(deltas: list[str]):
 def stream(deltas: list[str]) -> tuple[list[str], list[ToolCall]]:
     events = [e for batch in batches(deltas) for e in batch]
     return [e for e in events if isinstance(e, str)], [e for e in events if isinstance(e, ToolCall)]
+
+
+def batch(text: str) -> tuple[str, list[ToolCall]]:
+    return parse_tool_calls(text, HERMES, NAMES)
 
 
 def outcome(run, *args):
@@ -491,7 +499,7 @@ ALL_TEXTS = [text for text, _, _ in CALL_CASES.values()] + [text for text, _ in 
 
 @pytest.mark.parametrize("text", ALL_TEXTS, ids=[*CALL_CASES, *CALL_ERROR_CASES])
 def test_stream_gives_the_batch_result_for_every_split(text):
-    expected = outcome(parse_tool_calls, text)
+    expected = outcome(batch, text)
     for deltas in splits(text):
         assert outcome(stream, deltas) == expected, deltas
 
@@ -519,13 +527,13 @@ HELD_CASES = {
 
 @pytest.mark.parametrize(("deltas", "prose"), HELD_CASES.values(), ids=HELD_CASES.keys())
 def test_stream_holds_back_what_could_still_be_a_call(deltas, prose):
-    s = ToolCallStream()
+    s = CallStream(HERMES, NAMES)
     events = [e for d in deltas for e in s.feed(d)]
     assert [e for e in events if isinstance(e, str)] == prose
 
 
 def test_stream_returns_a_call_in_the_delta_that_closes_it():
-    s = ToolCallStream()
+    s = CallStream(HERMES, NAMES)
     assert s.feed('<tool_call>{"name": "f", "arguments": {"a": 1}}') == []
     (call,) = s.feed("</tool_call>")
     assert (call.name, call.arguments) == ("f", {"a": 1})
@@ -546,7 +554,7 @@ def test_stream_agrees_with_batch_on_generated_texts(parts, cuts):
     text = "".join(parts)
     points = sorted({c % (len(text) + 1) for c in cuts})
     deltas = [text[i:j] for i, j in zip([0, *points], [*points, len(text)], strict=True)]
-    assert outcome(stream, deltas) == outcome(parse_tool_calls, text)
+    assert outcome(stream, deltas) == outcome(batch, text)
 
 
 DRAIN_CASES = {
@@ -563,7 +571,7 @@ DRAIN_CASES = {
 
 @pytest.mark.parametrize(("deltas", "in_call", "held"), DRAIN_CASES.values(), ids=DRAIN_CASES.keys())
 def test_drain_returns_what_a_cut_generation_left_held_as_text(deltas, in_call, held):
-    s = ToolCallStream()
+    s = CallStream(HERMES, NAMES)
     for delta in deltas:
         s.feed(delta)
     assert (s.in_call, s.drain(), s.in_call, s.finish()) == (in_call, held, False, [])

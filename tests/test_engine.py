@@ -112,7 +112,7 @@ def test_truncated_tool_call_is_text_never_a_call(model):
     r = model.chat([{"role": "user", "content": "Weather in Paris?"}], tools=TOOLS, tool_choice="required",
                    max_tokens=6)
     assert r.finish_reason == "length" and r.tool_calls == []
-    assert r.text.startswith("<tool_call>")
+    assert r.text.lstrip().startswith(("<tool_call>", "```", "{"))  # the cut call as written
 
 
 def test_streaming_matches_the_collected_result(model):

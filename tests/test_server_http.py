@@ -149,6 +149,23 @@ def test_model_names(server, name):
     assert names == ["fixture-model", "alias-name", "default"]
 
 
+def _without_model(body: dict) -> dict:
+    return {k: v for k, v in body.items() if k != "model"}
+
+
+@pytest.mark.parametrize("path, body, model_of", [
+    ("/v1/chat/completions", _without_model(CHAT), lambda r: r["model"]),
+    ("/v1/completions", {"prompt": "x", "max_tokens": 5}, lambda r: r["model"]),
+    ("/v1/messages", _without_model(MESSAGES), lambda r: r["model"]),
+    ("/api/chat", _without_model(OLLAMA), lambda r: r["model"]),
+    ("/api/generate", {"prompt": "x", "stream": False}, lambda r: r["model"]),
+    ("/api/show", {}, lambda r: r["model_info"]["general.name"]),
+], ids=["openai-chat", "openai-completions", "anthropic", "ollama-chat", "ollama-generate", "ollama-show"])
+def test_an_omitted_model_means_the_served_one(server, path, body, model_of):
+    status, _, answer = request(server.port, "POST", path, body)
+    assert status == 200 and model_of(answer) == "fixture-model"
+
+
 @pytest.mark.parametrize("path, shape", [("/v1/chat/completions", "openai"), ("/v1/messages", "anthropic"),
                                          ("/api/chat", "ollama")])
 def test_malformed_json_is_400_and_the_connection_lives_on(server, path, shape):
@@ -422,3 +439,8 @@ def test_compile_warnings_reach_every_shape(server, backend):
     _, response = stream(server.port, "/api/chat", {**OLLAMA, "format": WARNED})
     lines = list(read_events(response))
     assert [w for line in lines for w in line.get("llamay_warnings", [])] == [WARNING]
+
+
+def test_show_names_the_tool_dialect(server):
+    status, _, body = request(server.port, "POST", "/api/show", {"model": "default"})
+    assert status == 200 and body["model_info"]["llamay.tool_dialect"] == "hermes"

@@ -57,10 +57,33 @@ def test_tool_choice_none_cannot_open_a_call():
     assert r.tool_calls == [] and "<tool_call>" not in r.text and r.text.startswith("Sure.")
 
 
-def test_json_written_as_plain_text_under_auto_stays_text():
-    script = b'{"name": "add", "arguments": {"a": 1, "b": 2}}'
+FALLBACK_FORMS = {
+    "bare object": b'I will add. {"name": "add", "arguments": {"a": 1, "b": 2}}',
+    "fenced block": b'I will add.\n```json\n{\n  "name": "add",\n  "arguments": {"a": 1, "b": 2}\n}\n```',
+}
+
+
+@pytest.mark.parametrize("script", FALLBACK_FORMS.values(), ids=FALLBACK_FORMS.keys())
+def test_a_call_written_without_the_marker_under_auto_is_a_call(script):
+    events = list(fixture_model(script).chat(ASK, tools=TOOLS, max_tokens=60, stream=True))
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "I will add."
+    calls = [e for e in events if isinstance(e, ToolCall)]
+    assert [(c.name, c.arguments) for c in calls] == [("add", {"a": 1, "b": 2})]
+    assert events[-1].finish_reason == "tool_calls"
+
+
+def test_json_naming_no_offered_tool_under_auto_stays_text():
+    script = b'{"name": "John", "arguments": {"a": 1}}'
     r = fixture_model(script).chat(ASK, tools=TOOLS, max_tokens=40)
-    assert r.tool_calls == [] and r.finish_reason == "stop" and json.loads(r.text)["name"] == "add"
+    assert r.tool_calls == [] and r.finish_reason == "stop" and json.loads(r.text)["name"] == "John"
+
+
+def test_tools_with_a_schema_answer_with_calls_or_the_document():
+    document = {"type": "object", "properties": {"sum": {"type": "integer"}}, "required": ["sum"]}
+    r = fixture_model(b'{"sum": 3}').chat(ASK, tools=TOOLS, schema=document, max_tokens=40)
+    assert r.tool_calls == [] and json.loads(r.text) == {"sum": 3}
+    r = fixture_model(TWO_CALLS[len(b"Sure."):]).chat(ASK, tools=TOOLS, schema=document, max_tokens=80)
+    assert [c["name"] for c in r.tool_calls] == ["add", "echo"]
 
 
 @pytest.fixture(scope="module")

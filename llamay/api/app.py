@@ -153,12 +153,14 @@ class App:
         return Reply(status, dumps(_ERROR_BODIES[api](error)).encode(), headers=headers)
 
     def _check_model(self, name: str) -> None:
-        if name not in self.names:
+        """A named model must be one of the served model's names; none named means the served model."""
+        if name and name not in self.names:
             raise ApiError(404, f"model {name!r} not found; this server serves {', '.join(self.names)}",
                            param="model", code="model_not_found")
 
     def _generation(self, request: GenerateRequest, renderer: type[Renderer], api: str) -> Generation:
         self._check_model(request.model)
+        request.model = request.model or self.model.model_id
         if request.chat.get("lexicon") is True and self.lexicon is not None:
             request.chat["lexicon"] = self.lexicon
         return Generation(request, renderer(request), api)
@@ -215,10 +217,11 @@ def _json(value: Any, headers: list[tuple[str, str]] | None = None) -> Reply:
 
 
 def model_info(model: Model) -> dict[str, Any]:
-    """What ``/api/tags`` and ``/api/show`` report: file size and time, format, template."""
+    """What ``/api/tags`` and ``/api/show`` report: file size and time, format, template, tool dialect."""
     backend = model.backend
-    info: dict[str, Any] = {"template": getattr(backend, "chat_template", None) or "",
-                            "model_info": {"general.name": model.model_id}}
+    info: dict[str, Any] = {"template": model.template.source if not model.template.is_default else "",
+                            "model_info": {"general.name": model.model_id,
+                                           "llamay.tool_dialect": model.dialect.name}}
     path = getattr(backend, "path", None)
     if isinstance(path, Path) and path.exists():
         stat = path.stat()

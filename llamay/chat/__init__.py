@@ -1,24 +1,27 @@
-"""The chat layer: a model's own template in a sandbox, Hermes tool prompts, and call parsing.
+"""The chat layer: a model's own template in a sandbox, tool-call dialects, and call parsing.
 
 Re-exports only.
 """
 
-from .calls import CALL_CLOSE, CALL_OPEN, ToolCall, ToolCallStream, parse_tool_calls
+from .calls import ToolCall
+from .dialects import DIALECTS, CallStream, Dialect, detect, dialect, parse_tool_calls
 from .errors import MessageError, TemplateError, ToolCallError
 from .template import DEFAULT_TEMPLATE, ChatTemplate
 from .tools import adapt_messages, hermes_system_block, normalize_messages, normalize_tools
 
 __all__ = [
-    "CALL_CLOSE",
-    "CALL_OPEN",
     "DEFAULT_TEMPLATE",
+    "DIALECTS",
+    "CallStream",
     "ChatTemplate",
+    "Dialect",
     "MessageError",
     "TemplateError",
     "ToolCall",
     "ToolCallError",
-    "ToolCallStream",
     "adapt_messages",
+    "detect",
+    "dialect",
     "hermes_system_block",
     "normalize_messages",
     "normalize_tools",

@@ -13,7 +13,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from .calls import CALL_CLOSE, CALL_OPEN
+from .dialects.hermes import HERMES
 from .errors import MessageError
 
 __all__ = ["adapt_messages", "hermes_system_block", "normalize_messages", "normalize_tools"]
@@ -30,7 +30,7 @@ _HERMES_INSTRUCTIONS = (
     "\n</tools>\n\n"
     "For each function call, return a json object with function name and arguments"
     " within <tool_call></tool_call> XML tags:\n"
-    f'{CALL_OPEN}\n{{"name": <function-name>, "arguments": <args-json-object>}}\n{CALL_CLOSE}'
+    f'{HERMES.open}\n{{"name": <function-name>, "arguments": <args-json-object>}}\n{HERMES.close}'
 )
 
 
@@ -137,7 +137,7 @@ def _hermes_turns(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _call_text(function: Mapping[str, Any]) -> str:
     body = json.dumps({"name": function["name"], "arguments": function["arguments"]}, ensure_ascii=False)
-    return f"{CALL_OPEN}\n{body}\n{CALL_CLOSE}"
+    return f"{HERMES.open}\n{body}\n{HERMES.close}"
 
 
 def _text(content: Any, where: str) -> str:
@@ -182,6 +182,8 @@ def _arguments(function: Mapping[str, Any], where: str) -> dict[str, Any]:
             arguments = json.loads(arguments) if arguments.strip() else {}
         except ValueError as e:
             raise MessageError(f"tool call arguments are not JSON: {e} - at {where}.function.arguments") from None
+        except RecursionError:  # only a string can nest this deep: a request body is bounded before parsing
+            raise MessageError(f"tool call arguments nest too deeply - at {where}.function.arguments") from None
     if not isinstance(arguments, Mapping):
         raise MessageError(f"tool call arguments are not a JSON object - at {where}.function.arguments")
     return dict(arguments)

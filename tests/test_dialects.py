@@ -1,0 +1,152 @@
+"""Tool-call dialects: each family's call grammar accepts exactly its calls, and its parser reads them back.
+
+The grammar and the parser share one trigger automaton, so for every text the constraint
+accepts, the parser must find the calls the text holds, no more, and return the rest as
+prose, however the text is cut into deltas.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from llamay import Matcher
+from llamay.chat import DIALECTS, CallStream, ToolCall, detect, parse_tool_calls
+from llamay.toolcall import compile_tool_calls
+
+TOOLS = [
+    {"name": "get_weather", "parameters": {"type": "object", "properties": {
+        "city": {"type": "string"}, "unit": {"enum": ["c", "f"]}}, "required": ["city", "unit"]}},
+    {"name": "add", "parameters": {"type": "object", "properties": {
+        "a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]}},
+]
+NAMES = [t["name"] for t in TOOLS]
+PUNE = ("get_weather", {"city": "Pune", "unit": "c"})
+ADD = ("add", {"a": 2, "b": 40})
+
+# (dialect, text, prose, calls): texts every dialect's auto grammar accepts, and what they hold
+AUTO_CASES = {
+    "hermes marker": ("hermes", 'Sure.<tool_call>\n{"name": "add", "arguments": {"a": 2, "b": 40}}\n</tool_call>',
+                      "Sure.", [ADD]),
+    "hermes two markers": ("hermes", '<tool_call>{"name": "add", "arguments": {"a": 2, "b": 40}}</tool_call>\n'
+                           '<tool_call>{"name": "get_weather", "arguments": {"city": "Pune", "unit": "c"}}</tool_call>',
+                           "", [ADD, PUNE]),
+    "fenced, pretty-printed, two calls": (
+        "hermes", 'Let me check.\n```json\n{\n  "name": "get_weather",\n  "arguments": {"city": "Pune", "unit": "c"}\n}'
+        '\n{"name": "add", "arguments": {"a": 2, "b": 40}}\n```', "Let me check.", [PUNE, ADD]),
+    "plain fence": ("hermes", '```\n{"name": "add", "arguments": {"a": 2, "b": 40}}\n```', "", [ADD]),
+    "bare object after prose": ("hermes", 'I will add. {"name": "add", "arguments": {"a": 2, "b": 40}}',
+                                "I will add.", [ADD]),
+    "JSON naming no offered tool stays prose": ("hermes", 'A person: {"name": "John", "arguments": {}}',
+                                                'A person: {"name": "John", "arguments": {}}', []),
+    "a name that only begins an offered one stays prose": ("hermes", '{"name": "ad"}', '{"name": "ad"}', []),
+    "llama3 bare parameters": ("llama3", '{"name": "add", "parameters": {"a": 2, "b": 40}}', "", [ADD]),
+    "llama3 python tag": ("llama3", '<|python_tag|>{"name": "add", "parameters": {"a": 2, "b": 40}}', "", [ADD]),
+    "mistral list": ("mistral", 'ok [TOOL_CALLS][{"name": "add", "arguments": {"a": 2, "b": 40}}, '
+                     '{"name": "get_weather", "arguments": {"city": "Pune", "unit": "c"}}]', "ok", [ADD, PUNE]),
+    "mistral bare list": ("mistral", '[{"name": "add", "arguments": {"a": 2, "b": 40}}]', "", [ADD]),
+    "granite list": ("granite", '<|tool_call|>[{"name": "add", "arguments": {"a": 2, "b": 40}}]', "", [ADD]),
+    "granite fenced fallback": ("granite", '```json\n{"name": "add", "arguments": {"a": 2, "b": 40}}\n```', "", [ADD]),
+}
+
+# texts the auto grammar refuses, per dialect
+REFUSED = {
+    "arguments off the schema": ("hermes", '{"name": "add", "arguments": {"a": "two", "b": 40}}'),
+    "a missing required key": ("hermes", '<tool_call>{"name": "add", "arguments": {"a": 2}}</tool_call>'),
+    "prose after a call": ("hermes", '<tool_call>{"name": "add", "arguments": {"a": 2, "b": 40}}</tool_call> done'),
+    "an unclosed fence": ("hermes", '```json\n{"name": "add", "arguments": {"a": 2, "b": 40}}\nok'),
+    "hermes key in llama3": ("llama3", '{"name": "add", "arguments": {"a": 2, "b": 40}}'),
+    "a call of a tool nobody offered, marked": ("hermes", '<tool_call>{"name": "rm", "arguments": {}}</tool_call>'),
+    "whitespace padding before the closing marker": (
+        "hermes", '<tool_call>{"name": "add", "arguments": {"a": 2, "b": 40}}\n\n\n </tool_call>'),
+}
+
+
+def accepts(grammar, text: str) -> bool:
+    m = Matcher(grammar)
+    return m.accept_bytes(text.encode()) and m.is_accepting()
+
+
+def calls_of(calls: list[ToolCall]) -> list[tuple[str, dict]]:
+    return [(c.name, c.arguments) for c in calls]
+
+
+@pytest.mark.parametrize(("dialect", "text", "prose", "calls"), AUTO_CASES.values(), ids=AUTO_CASES.keys())
+def test_auto_accepts_each_form_and_the_parser_reads_it(dialect, text, prose, calls):
+    d = DIALECTS[dialect]
+    assert accepts(compile_tool_calls(TOOLS, "auto", dialect=d), text)
+    got_prose, got_calls = parse_tool_calls(text, d, NAMES)
+    assert (got_prose, calls_of(got_calls)) == (prose, calls)
+
+
+@pytest.mark.parametrize(("dialect", "text"), REFUSED.values(), ids=REFUSED.keys())
+def test_auto_refuses_what_is_not_a_call_of_an_offered_tool(dialect, text):
+    assert not accepts(compile_tool_calls(TOOLS, "auto", dialect=DIALECTS[dialect]), text)
+
+
+@pytest.mark.parametrize(("dialect", "text", "prose", "calls"),
+                         [c for c in AUTO_CASES.values() if c[3] and not c[2]], ids=[k for k, c in AUTO_CASES.items()
+                                                                                      if c[3] and not c[2]])
+def test_required_takes_every_form_of_calls_from_the_first_byte(dialect, text, prose, calls):
+    d = DIALECTS[dialect]
+    assert accepts(compile_tool_calls(TOOLS, "required", dialect=d), text)
+    assert not accepts(compile_tool_calls(TOOLS, "required", dialect=d), "Sure. " + text)
+
+
+@pytest.mark.parametrize("dialect", list(DIALECTS))
+def test_parallel_false_allows_one_call(dialect):
+    d = DIALECTS[dialect]
+    one = compile_tool_calls(TOOLS, "required", dialect=d, parallel=False)
+    key = d.arguments_key
+    call = f'{{"name": "add", "{key}": {{"a": 2, "b": 40}}}}'
+    assert accepts(one, call)
+    assert not accepts(one, call + "\n" + call)
+
+
+@pytest.mark.parametrize("dialect", list(DIALECTS))
+def test_none_cannot_open_a_call_with_the_marker(dialect):
+    d = DIALECTS[dialect]
+    grammar = compile_tool_calls(TOOLS, "none", dialect=d)
+    assert accepts(grammar, 'Plain text, {"name": "add"} and all.')
+    if d.open is not None and not d.open_optional:
+        assert not accepts(grammar, f"Now {d.open}")
+
+
+@pytest.mark.parametrize(("dialect", "text", "prose", "calls"), AUTO_CASES.values(), ids=AUTO_CASES.keys())
+def test_the_stream_gives_the_batch_result_for_every_split(dialect, text, prose, calls):
+    d = DIALECTS[dialect]
+    for cut in range(1, len(text)):
+        s = CallStream(d, NAMES)
+        events = [*s.feed(text[:cut]), *s.feed(text[cut:]), *s.finish()]
+        got = "".join(e for e in events if isinstance(e, str)), calls_of([e for e in events if isinstance(e, ToolCall)])
+        assert got == (prose, calls), cut
+
+
+@pytest.mark.parametrize(("dialect", "text", "prose", "calls"), AUTO_CASES.values(), ids=AUTO_CASES.keys())
+def test_the_stream_never_sends_prose_it_must_take_back(dialect, text, prose, calls):
+    s = CallStream(DIALECTS[dialect], NAMES)
+    sent = ""
+    for ch in text:
+        sent += "".join(e for e in s.feed(ch) if isinstance(e, str))
+        assert prose.startswith(sent)
+
+
+def test_mistral_ids_are_nine_alphanumerics():
+    _, calls = parse_tool_calls('[TOOL_CALLS][{"name": "add", "arguments": {"a": 1, "b": 2}}]', DIALECTS["mistral"])
+    assert len(calls[0].id) == 9 and calls[0].id.isalnum()
+
+
+TEMPLATES = {
+    "hermes": "{% for m in messages %}<|im_start|>{{ m.role }}{% endfor %}{% if tools %}<tool_call>{% endif %}",
+    "llama3": "{{ '<|start_header_id|>ipython<|end_header_id|>\\n\\n' }}",
+    "mistral": "{% if tools %}[AVAILABLE_TOOLS]{% endif %}[TOOL_CALLS]",
+    "granite": "<|start_of_role|>available_tools<|end_of_role|><|tool_call|>",
+}
+
+
+@pytest.mark.parametrize(("name", "template"), TEMPLATES.items())
+def test_a_dialect_is_detected_from_its_template(name, template):
+    assert detect(template).name == name
+
+
+def test_a_template_without_tool_markers_gets_hermes():
+    assert detect("{{ messages }}").name == "hermes" and detect(None).name == "hermes"
