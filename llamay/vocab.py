@@ -1,12 +1,15 @@
 """Token pieces as raw bytes, from GGUF files, Hugging Face tokenizers and llama.cpp.
 
 The core never sees a tokenizer library: it sees one byte string per token id
-(``b""`` for special and control tokens, which never match text) and the EOS ids.
+(``b""`` for special and control tokens, which never match text) and the EOS ids. The
+grammar matches a token by ``grammar_bytes``: its text, or for a special token its *edge*
+(``ir.edge_bytes``), reserved bytes that no text spells and only ``ir.token`` matches.
 """
 
 from __future__ import annotations
 
 import json
+import operator
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import cached_property
 from os import PathLike
@@ -16,6 +19,11 @@ from typing import Any
 
 from .errors import UsageError, VocabularyError
 from .gguf_meta import read_metadata, required_field
+from .ir import EDGE_BYTE, EDGE_ID_BYTES, edge_bytes
+
+#: Ids from here on have no edge (past the fixed width of ``ir.edge_bytes``).
+_EDGE_LIMIT = 1 << (8 * EDGE_ID_BYTES)
+_RESERVED = bytes((EDGE_BYTE,))
 
 
 class Vocabulary:
@@ -57,6 +65,9 @@ class Vocabulary:
         self._eos_ids = eos
         self._special_texts = texts
         self._special_ids = by_text
+        self._extra_edges: frozenset[int] = frozenset()
+        self._base = self
+        self._edge_views: dict[frozenset[int], Vocabulary] = {}
 
     @property
     def size(self) -> int:
@@ -77,19 +88,84 @@ class Vocabulary:
             raise UsageError(f"token id {i} is outside the vocabulary of {self._size} tokens")
         return self._tokens[i] if i < len(self._tokens) else b""
 
+    def grammar_bytes(self, i: int) -> bytes:
+        """Token ``i`` as the grammar matches it, which is what the trie spells and ``accept_token`` feeds.
+
+        A special token (no text, not EOS) and an id of ``with_token_edges`` is its edge
+        (``ir.edge_bytes``), so that only ``ir.token`` matches it. A token whose text holds
+        byte 0xFF (no UTF-8 text does: a lone byte-fallback or byte-level piece) is ``b""``,
+        never allowed: were it kept, pieces could spell an edge. EOS is ``b""``: it is allowed
+        by the automaton's accepting state, not by bytes. Any other token is its text.
+        """
+        text = self.token_bytes(i)
+        if self._is_edge(i, text):
+            return edge_bytes(i)
+        return b"" if _RESERVED in text else text
+
+    def edge_bytes(self, i: int) -> bytes:
+        """Token ``i``'s edge (``ir.edge_bytes``), refused where this vocabulary gives it none.
+
+        A marker's grammar built from an id that is no edge here (an EOS id, a token with text
+        that ``with_token_edges`` did not name) could never match: the refusal says so at once.
+        """
+        if not self._is_edge(i, self.token_bytes(i)):
+            raise UsageError(f"token {i} is no token edge of this vocabulary (with_token_edges names tokens with text)")
+        return edge_bytes(i)
+
+    def _is_edge(self, i: int, text: bytes) -> bool:
+        if i in self._extra_edges:
+            return True
+        return not text and i < len(self._tokens) and i < _EDGE_LIMIT and i not in self._eos_ids
+
     def special_token_id(self, text: str) -> int | None:
         """The id of the one special or user-defined token whose text is ``text``; None if none or several.
 
         Dialects name their markers by text (``<|python_tag|>``, ``[TOOL_CALLS]``, ``<tool_call>``)
-        and match them by id. Several tokens with one text name no single marker.
+        and match them with ``ir.token(id)``. Several tokens with one text name no single marker.
         """
         return self._special_ids.get(text)
+
+    def with_token_edges(self, ids: Iterable[int]) -> Vocabulary:
+        """This vocabulary with the tokens ``ids`` matched as edges (``ir.token``) rather than as text.
+
+        A dialect whose marker is a token with text (Qwen2.5's ``<tool_call>``) must allow that one
+        token at the marker and refuse the text spelled in pieces, which a model forced to open a
+        call would otherwise write and derail on; in ordinary generation the same token is text.
+        So the marker's grammar runs on a derived vocabulary: same tokens, size, EOS and
+        ``token_bytes`` (the text, for decoding), only its trie differs. One per set of ids, kept:
+        its trie and the mask caches of the grammars run on it are built once. EOS ids are
+        refused: EOS is matched by the accepting state, never by bytes.
+        """
+        extra = set()
+        for given in ids:
+            try:
+                i = operator.index(given)
+            except TypeError:
+                raise UsageError(f"token id {given!r} is not an integer") from None
+            if not 0 <= i < min(len(self._tokens), _EDGE_LIMIT):
+                raise UsageError(f"token id {i} is not a token of this vocabulary of {len(self._tokens)} tokens")
+            if i in self._eos_ids:
+                raise UsageError(f"token {i} is an end-of-sequence token: it cannot be an edge")
+            extra.add(i)
+        key = self._extra_edges | extra
+        if key == self._extra_edges:
+            return self
+        base = self._base
+        view = base._edge_views.get(key)
+        if view is None:
+            view = type(base).__new__(type(base))
+            view._tokens, view._size, view._eos_ids = base._tokens, base._size, base._eos_ids
+            view._special_texts, view._special_ids = base._special_texts, base._special_ids
+            view._extra_edges, view._base = key, base
+            view = base._edge_views.setdefault(key, view)  # a racing thread's view, if it won
+        return view
 
     def __len__(self) -> int:
         return self._size
 
     def __repr__(self) -> str:
-        return f"Vocabulary(size={self._size}, eos_ids={list(self._eos_ids)})"
+        edges = f", token_edges={sorted(self._extra_edges)}" if self._extra_edges else ""
+        return f"Vocabulary(size={self._size}, eos_ids={list(self._eos_ids)}{edges})"
 
     @classmethod
     def from_gguf(cls, path: str | PathLike[str]) -> Vocabulary:
@@ -189,10 +265,13 @@ class Vocabulary:
 
     @cached_property
     def trie(self):
-        """The flat pre-order byte trie of every text token (``llamay._core.trie.TokenTrie``)."""
+        """The flat pre-order byte trie of every token's ``grammar_bytes`` (``llamay._core.trie.TokenTrie``)."""
         from ._core.trie import TokenTrie
 
-        return TokenTrie(self._tokens, self._size, self._eos_ids)
+        extra = self._extra_edges  # plain text is most tokens: asked of grammar_bytes, a third slower
+        pieces = [t if t and _RESERVED not in t and i not in extra else self.grammar_bytes(i)
+                  for i, t in enumerate(self._tokens)]
+        return TokenTrie(pieces, self._size, self._eos_ids)
 
 
 # --- piece decoding: one helper per family, shared by every loader -----------------------------------
