@@ -28,6 +28,7 @@ Expressions are immutable values; build them with the helpers below.
 
 from __future__ import annotations
 
+import operator
 from typing import TYPE_CHECKING, Union
 
 from .errors import UsageError
@@ -200,9 +201,13 @@ EDGE_ID_BYTES = 3
 
 def edge_bytes(token_id: int) -> bytes:
     """The reserved bytes of token ``token_id``'s edge: ``EDGE_BYTE``, then the id."""
-    if type(token_id) is not int or not 0 <= token_id < 1 << (8 * EDGE_ID_BYTES):
-        raise UsageError(f"token id {token_id!r} is not an int in 0..{(1 << (8 * EDGE_ID_BYTES)) - 1}")
-    return bytes((EDGE_BYTE,)) + token_id.to_bytes(EDGE_ID_BYTES, "big")
+    try:
+        i = operator.index(token_id)
+    except TypeError:
+        i = -1
+    if not 0 <= i < 1 << (8 * EDGE_ID_BYTES):
+        raise UsageError(f"token id {token_id!r} is not an integer in 0..{(1 << (8 * EDGE_ID_BYTES)) - 1}")
+    return bytes((EDGE_BYTE,)) + i.to_bytes(EDGE_ID_BYTES, "big")
 
 
 def token(token_id: int) -> Expr:

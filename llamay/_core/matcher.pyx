@@ -294,8 +294,9 @@ cdef class Matcher:
         """Advance by ``data`` if every byte is accepted; otherwise change nothing and return False.
 
         The bytes are those the grammar matches, so a token edge's reserved bytes pass where
-        ``ir.token`` stands (``accept_bytes(vocab.grammar_bytes(t))`` is ``accept_token(t)``
-        for a token other than EOS): replaying a generation by bytes needs no vocabulary.
+        ``ir.token`` stands: ``accept_bytes(vocab.grammar_bytes(t))`` is ``accept_token(t)``
+        for a token other than EOS, so that a generation replays by bytes, on a matcher with
+        or without a vocabulary.
         """
         cdef bytes b = bytes(data)
         if self.is_terminated():
