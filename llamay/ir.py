@@ -12,13 +12,26 @@ A grammar is a set of named rules. A rule is an expression built from:
   but the declared names). Lowering builds the names' trie over the item's DFA in C: spelled
   out in ``Alt``/``Seq`` nodes it cost more than the rest of the schema.
 
+A *token edge* (``token``) matches one token of the vocabulary and no text: tool-call dialects
+open a call with a control token that has no text (Llama 3's ``<|python_tag|>``), or with a
+token whose text the constraint must not accept spelled in pieces (Qwen2.5's ``<tool_call>``).
+It is the reserved byte path ``edge_bytes(id)``: byte 0xFF, which UTF-8 never holds, then the id
+in ``EDGE_ID_BYTES`` bytes, so no text spells it and no edge is a prefix of another. The
+vocabulary's trie spells special tokens that way (``Vocabulary.grammar_bytes``), so the byte
+automaton, the token masks and their cache need nothing of their own for them. Byte 0xFF is
+therefore reserved: a ``Bytes`` range that holds it admits every special token, so free text
+must stop at 0xFE.
+
 Expressions are immutable values; build them with the helpers below.
 ``Grammar.compile`` lowers the rules onto the core's flat automaton (``llamay._core.lowering``).
 """
 
 from __future__ import annotations
 
+import operator
 from typing import TYPE_CHECKING, Union
+
+from .errors import UsageError
 
 if TYPE_CHECKING:
     from ._core.automaton import CompiledGrammar
@@ -178,6 +191,33 @@ _SINGLE_BYTES = tuple(Bytes(((b, b),)) for b in range(256))
 def literal(text: bytes | str) -> Expr:
     data = text.encode() if isinstance(text, str) else text
     return seq(*(_SINGLE_BYTES[b] for b in data))
+
+
+#: The byte a token edge starts with: no UTF-8 text holds it.
+EDGE_BYTE = 0xFF
+#: Bytes of the token id after it (big-endian): fixed, so that no edge is a prefix of another.
+EDGE_ID_BYTES = 3
+
+
+def edge_bytes(token_id: int) -> bytes:
+    """The reserved bytes of token ``token_id``'s edge: ``EDGE_BYTE``, then the id."""
+    try:
+        i = operator.index(token_id)
+    except TypeError:
+        i = -1
+    if not 0 <= i < 1 << (8 * EDGE_ID_BYTES):
+        raise UsageError(f"token id {token_id!r} is not an integer in 0..{(1 << (8 * EDGE_ID_BYTES)) - 1}")
+    return bytes((EDGE_BYTE,)) + i.to_bytes(EDGE_ID_BYTES, "big")
+
+
+def token(token_id: int) -> Expr:
+    """Exactly the token ``token_id``, as one whole token and never its text (see the module doc).
+
+    Matched where the vocabulary gives the token an edge: every special token but EOS, and the
+    ids of ``Vocabulary.with_token_edges``. Elsewhere (an EOS id, a token with text in the
+    default vocabulary) nothing matches it.
+    """
+    return literal(edge_bytes(token_id))
 
 
 def seq(*items: Expr) -> Expr:

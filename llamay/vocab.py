@@ -1,31 +1,49 @@
 """Token pieces as raw bytes, from GGUF files, Hugging Face tokenizers and llama.cpp.
 
 The core never sees a tokenizer library: it sees one byte string per token id
-(``b""`` for special and control tokens, which never match text) and the EOS ids.
+(``b""`` for special and control tokens, which never match text) and the EOS ids. The
+grammar matches a token by ``grammar_bytes``: its text, or for a special token its *edge*
+(``ir.edge_bytes``), reserved bytes that no text spells and only ``ir.token`` matches.
 """
 
 from __future__ import annotations
 
 import json
+import operator
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import cached_property
 from os import PathLike
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from .errors import UsageError, VocabularyError
 from .gguf_meta import read_metadata, required_field
+from .ir import EDGE_BYTE, EDGE_ID_BYTES, edge_bytes
+
+#: Ids from here on have no edge (past the fixed width of ``ir.edge_bytes``).
+_EDGE_LIMIT = 1 << (8 * EDGE_ID_BYTES)
+_RESERVED = bytes((EDGE_BYTE,))
 
 
 class Vocabulary:
-    """Every token's raw bytes, the EOS ids, and the mask width ``size``.
+    """Every token's raw bytes, the EOS ids, the mask width ``size`` and the special tokens' texts.
 
     ``size`` is the width of the model's logits; ids at or past ``len(tokens)`` are
-    never allowed. Build once per model: the byte trie is built on first use (cost:
-    about a second for 262k tokens) and shared by every matcher.
+    never allowed. ``special_texts`` gives the text of each special or user-defined token by
+    id (what ``special_token_id`` looks up; the loaders fill it). Build once per model: the
+    byte trie is built on first use (cost: about a second for 262k tokens) and shared by
+    every matcher.
     """
 
-    def __init__(self, tokens: Sequence[bytes], eos_ids: Iterable[int], size: int | None = None) -> None:
+    def __init__(
+        self,
+        tokens: Sequence[bytes],
+        eos_ids: Iterable[int],
+        size: int | None = None,
+        *,
+        special_texts: Mapping[int, str] | None = None,
+    ) -> None:
         tokens = [bytes(t) for t in tokens]
         size = len(tokens) if size is None else int(size)
         if size < len(tokens):
@@ -36,9 +54,20 @@ class Vocabulary:
                 raise UsageError(f"EOS id {i} is outside the vocabulary of {size} tokens")
             if i < len(tokens):
                 tokens[i] = b""
+        texts = dict(special_texts or {})
+        by_text: dict[str, int | None] = {}
+        for i, text in texts.items():
+            if type(i) is not int or not 0 <= i < len(tokens) or not isinstance(text, str):
+                raise UsageError(f"special token {i!r}: {text!r} is not a text of one of the {len(tokens)} tokens")
+            by_text[text] = i if text not in by_text else None  # several tokens: no single one
         self._tokens = tokens
         self._size = size
         self._eos_ids = eos
+        self._special_texts = texts
+        self._special_ids = by_text
+        self._extra_edges: frozenset[int] = frozenset()
+        self._base = self
+        self._edge_views: dict[frozenset[int], Vocabulary] = {}
 
     @property
     def size(self) -> int:
@@ -48,16 +77,95 @@ class Vocabulary:
     def eos_ids(self) -> tuple[int, ...]:
         return self._eos_ids
 
+    @property
+    def special_texts(self) -> Mapping[int, str]:
+        """The special and user-defined tokens' texts by id (read-only), as the loader found them."""
+        return MappingProxyType(self._special_texts)
+
     def token_bytes(self, i: int) -> bytes:
+        """Token ``i``'s text: ``b""`` for special, control and EOS tokens, which have none."""
         if not 0 <= i < self._size:
             raise UsageError(f"token id {i} is outside the vocabulary of {self._size} tokens")
         return self._tokens[i] if i < len(self._tokens) else b""
+
+    def grammar_bytes(self, i: int) -> bytes:
+        """Token ``i`` as the grammar matches it, which is what the trie spells and ``accept_token`` feeds.
+
+        A special token (no text, not EOS) and an id of ``with_token_edges`` is its edge
+        (``ir.edge_bytes``), so that only ``ir.token`` matches it. A token whose text holds
+        byte 0xFF (no UTF-8 text does: a lone byte-fallback or byte-level piece) is ``b""``,
+        never allowed: were it kept, pieces could spell an edge. EOS is ``b""``: it is allowed
+        by the automaton's accepting state, not by bytes. Any other token is its text.
+        """
+        text = self.token_bytes(i)
+        if self._is_edge(i, text):
+            return edge_bytes(i)
+        return b"" if _RESERVED in text else text
+
+    def edge_bytes(self, i: int) -> bytes:
+        """Token ``i``'s edge (``ir.edge_bytes``), refused where this vocabulary gives it none.
+
+        A marker's grammar built from an id that is no edge here (an EOS id, a token with text
+        that ``with_token_edges`` did not name) could never match: the refusal says so at once.
+        """
+        if not self._is_edge(i, self.token_bytes(i)):
+            raise UsageError(f"token {i} is no token edge of this vocabulary (with_token_edges names tokens with text)")
+        return edge_bytes(i)
+
+    def _is_edge(self, i: int, text: bytes) -> bool:
+        if i in self._extra_edges:
+            return True
+        return not text and i < len(self._tokens) and i < _EDGE_LIMIT and i not in self._eos_ids
+
+    def special_token_id(self, text: str) -> int | None:
+        """The id of the one special or user-defined token whose text is ``text``; None if none or several.
+
+        Dialects name their markers by text (``<|python_tag|>``, ``[TOOL_CALLS]``, ``<tool_call>``)
+        and match them with ``ir.token(id)``. Several tokens with one text name no single marker.
+        """
+        return self._special_ids.get(text)
+
+    def with_token_edges(self, ids: Iterable[int]) -> Vocabulary:
+        """This vocabulary with the tokens ``ids`` matched as edges (``ir.token``) rather than as text.
+
+        A dialect whose marker is a token with text (Qwen2.5's ``<tool_call>``) must allow that one
+        token at the marker and refuse the text spelled in pieces, which a model forced to open a
+        call would otherwise write and derail on; in ordinary generation the same token is text.
+        So the marker's grammar runs on a derived vocabulary: same tokens, size, EOS and
+        ``token_bytes`` (the text, for decoding), only its trie differs. One per set of ids, kept:
+        its trie and the mask caches of the grammars run on it are built once. EOS ids are
+        refused: EOS is matched by the accepting state, never by bytes.
+        """
+        extra = set()
+        for given in ids:
+            try:
+                i = operator.index(given)
+            except TypeError:
+                raise UsageError(f"token id {given!r} is not an integer") from None
+            if not 0 <= i < min(len(self._tokens), _EDGE_LIMIT):
+                raise UsageError(f"token id {i} is not a token of this vocabulary of {len(self._tokens)} tokens")
+            if i in self._eos_ids:
+                raise UsageError(f"token {i} is an end-of-sequence token: it cannot be an edge")
+            extra.add(i)
+        key = self._extra_edges | extra
+        if key == self._extra_edges:
+            return self
+        base = self._base
+        view = base._edge_views.get(key)
+        if view is None:
+            view = type(base).__new__(type(base))
+            view._tokens, view._size, view._eos_ids = base._tokens, base._size, base._eos_ids
+            view._special_texts, view._special_ids = base._special_texts, base._special_ids
+            view._extra_edges, view._base = key, base
+            view = base._edge_views.setdefault(key, view)  # a racing thread's view, if it won
+        return view
 
     def __len__(self) -> int:
         return self._size
 
     def __repr__(self) -> str:
-        return f"Vocabulary(size={self._size}, eos_ids={list(self._eos_ids)})"
+        edges = f", token_edges={sorted(self._extra_edges)}" if self._extra_edges else ""
+        return f"Vocabulary(size={self._size}, eos_ids={list(self._eos_ids)}{edges})"
 
     @classmethod
     def from_gguf(cls, path: str | PathLike[str]) -> Vocabulary:
@@ -65,6 +173,7 @@ class Vocabulary:
 
         Pieces render as llama.cpp's ``token_to_piece(special=False)`` renders them:
         control, unknown and unused tokens are ``b""``; user-defined tokens are their text.
+        Control and user-defined tokens keep their texts for ``special_token_id``.
         """
         path = Path(path)
         meta = _read_gguf_metadata(path)
@@ -81,7 +190,8 @@ class Vocabulary:
         tokens = [_gguf_piece(text, kind, decode) for text, kind in zip(texts, types, strict=True)]
         eos = [required_field(meta, key, int, path) for key in _GGUF_EOS_KEYS if key in meta]
         eos += _end_of_generation_ids((text, i) for i, text in enumerate(texts))
-        return _build(cls, tokens, eos, None, path)  # llama.cpp's logits are one per token
+        special = {i: texts[i] for i, kind in enumerate(types) if kind in (_CONTROL, _USER_DEFINED)}
+        return _build(cls, tokens, eos, None, path, special)  # llama.cpp's logits are one per token
 
     @classmethod
     def from_tokenizer_json(cls, path: str | PathLike[str], size: int | None = None) -> Vocabulary:
@@ -92,9 +202,9 @@ class Vocabulary:
         where it exceeds the tokenizer's ids.
         """
         path = Path(path)
-        tokens, ids = _tokens_from_spec(_load_json(path), path)
+        tokens, ids, added = _tokens_from_spec(_load_json(path), path)
         eos = _config_eos_ids(path.parent, ids) + _end_of_generation_ids(ids.items())
-        return _build(cls, tokens, eos, size, path)
+        return _build(cls, tokens, eos, size, path, added)
 
     @classmethod
     def from_hf(cls, tokenizer: Any, size: int | None = None) -> Vocabulary:
@@ -111,16 +221,17 @@ class Vocabulary:
             spec = json.loads(backend.to_str())
         except ValueError as e:
             raise VocabularyError(f"backend tokenizer does not serialize to JSON: {e} - at {where}") from None
-        tokens, ids = _tokens_from_spec(spec, where)
+        tokens, ids, added = _tokens_from_spec(spec, where)
         eos = [] if tokenizer.eos_token_id is None else [tokenizer.eos_token_id]
         eos += _end_of_generation_ids(ids.items())
-        return _build(cls, tokens, eos, max(len(tokenizer), len(tokens)) if size is None else size, where)
+        return _build(cls, tokens, eos, max(len(tokenizer), len(tokens)) if size is None else size, where, added)
 
     @classmethod
     def from_llama(cls, llama: Any) -> Vocabulary:
         """Read a llama-cpp-python ``Llama``'s vocabulary through llama.cpp itself.
 
         Calls ``llama_token_to_piece`` directly: the wrappers' 32-byte buffers cut long pieces.
+        Tokens whose attributes say control or user-defined keep their texts (``special_token_id``).
         """
         import ctypes
 
@@ -130,8 +241,10 @@ class Vocabulary:
         vocab = getattr(model, "vocab", None)  # llama.cpp split the vocabulary from the model in 2025
         if vocab is not None:
             handle, is_eog = vocab, llama_cpp.llama_vocab_is_eog
+            get_attr, get_text = llama_cpp.llama_vocab_get_attr, llama_cpp.llama_vocab_get_text
         else:
             handle, is_eog = model.model, llama_cpp.llama_token_is_eog
+            get_attr, get_text = llama_cpp.llama_token_get_attr, llama_cpp.llama_token_get_text
         buf = ctypes.create_string_buffer(256)
 
         def piece(i: int) -> bytes:
@@ -144,14 +257,21 @@ class Vocabulary:
 
         n_vocab = llama.n_vocab()
         eos = [i for i in range(n_vocab) if is_eog(handle, i)]
-        return _build(cls, [piece(i) for i in range(n_vocab)], eos, None, getattr(llama, "model_path", "llama"))
+        wanted = llama_cpp.LLAMA_TOKEN_ATTR_CONTROL | llama_cpp.LLAMA_TOKEN_ATTR_USER_DEFINED
+        special = {i: get_text(handle, i).decode("utf-8", "replace")
+                   for i in range(n_vocab) if get_attr(handle, i) & wanted}
+        where = getattr(llama, "model_path", "llama")
+        return _build(cls, [piece(i) for i in range(n_vocab)], eos, None, where, special)
 
     @cached_property
     def trie(self):
-        """The flat pre-order byte trie of every text token (``llamay._core.trie.TokenTrie``)."""
+        """The flat pre-order byte trie of every token's ``grammar_bytes`` (``llamay._core.trie.TokenTrie``)."""
         from ._core.trie import TokenTrie
 
-        return TokenTrie(self._tokens, self._size, self._eos_ids)
+        extra = self._extra_edges  # plain text is most tokens: asked of grammar_bytes, a third slower
+        pieces = [t if t and _RESERVED not in t and i not in extra else self.grammar_bytes(i)
+                  for i, t in enumerate(self._tokens)]
+        return TokenTrie(pieces, self._size, self._eos_ids)
 
 
 # --- piece decoding: one helper per family, shared by every loader -----------------------------------
@@ -232,7 +352,8 @@ def _end_of_generation_ids(texts_and_ids: Iterable[tuple[str, int]]) -> list[int
     return [i for text, i in texts_and_ids if text in _END_OF_GENERATION_TEXTS]
 
 
-def _build(cls: type[Vocabulary], tokens: list[bytes], eos_ids: Iterable[Any], size: int | None, where: object):
+def _build(cls: type[Vocabulary], tokens: list[bytes], eos_ids: Iterable[Any], size: int | None, where: object,
+           special_texts: Mapping[int, str]):
     """The vocabulary, once its EOS ids are known to name tokens: a file naming none is refused."""
     eos = set()
     for i in eos_ids:
@@ -241,13 +362,13 @@ def _build(cls: type[Vocabulary], tokens: list[bytes], eos_ids: Iterable[Any], s
         eos.add(i)
     if not eos:
         raise VocabularyError(f"no end-of-sequence token is named - at {where}")
-    return cls(tokens, eos, size)
+    return cls(tokens, eos, size, special_texts=special_texts)
 
 
 # --- GGUF: the metadata section only ---------------------------------------------------------------
 
 # llama.cpp's token types (llama_token_type)
-_NORMAL, _USER_DEFINED, _BYTE = 1, 4, 6
+_NORMAL, _CONTROL, _USER_DEFINED, _BYTE = 1, 3, 4, 6
 
 _GGUF_DECODERS = {"gpt2": _byte_level_bytes, "llama": _sentencepiece_bytes}
 _GGUF_EOS_KEYS = ("tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id")
@@ -318,14 +439,15 @@ def _spec_pieces(model: Any, where: object) -> Iterator[tuple[str, int]]:
     raise VocabularyError(f"model {kind!r} has no BPE or Unigram vocabulary - at {where}")
 
 
-def _tokens_from_spec(spec: Any, where: object) -> tuple[list[bytes], dict[str, int]]:
-    """Every token's bytes, and each token's text as the configs name it (for EOS lookup)."""
+def _tokens_from_spec(spec: Any, where: object) -> tuple[list[bytes], dict[str, int], dict[int, str]]:
+    """Every token's bytes, each token's text as the configs name it (for EOS lookup), and the added tokens' texts."""
     if not isinstance(spec, dict) or "model" not in spec:
         raise VocabularyError(f"not a tokenizer.json: it has no model - at {where}")
     byte_level = _spec_is_byte_level(spec, where)
     decode = _byte_level_bytes if byte_level else _sentencepiece_bytes
     pieces: dict[int, bytes] = {}
     ids: dict[str, int] = {}
+    added_texts: dict[int, str] = {}
     for piece, i in _spec_pieces(spec["model"], where):
         _check_id(piece, i, where)
         pieces[i] = decode(piece)
@@ -339,12 +461,13 @@ def _tokens_from_spec(spec: Any, where: object) -> tuple[list[bytes], dict[str, 
         # Added tokens are matched against the input text, so their content is text, not a piece.
         pieces[i] = b"" if entry.get("special") else content.encode() if byte_level else decode(content)
         ids[content] = i
+        added_texts[i] = content
     if not pieces:
         raise VocabularyError(f"the tokenizer has no tokens - at {where}")
     tokens = [b""] * (max(pieces) + 1)
     for i, b in pieces.items():
         tokens[i] = b
-    return tokens, ids
+    return tokens, ids, added_texts
 
 
 #: Largest token id read from a tokenizer file (a bad id must not allocate gigabytes).

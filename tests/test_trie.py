@@ -1,4 +1,4 @@
-"""The flat pre-order trie holds every text token exactly once, in byte order."""
+"""The flat pre-order trie holds every token the grammar can match exactly once, in byte order."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ VOCABS = ["byte_vocab", "smollm2_vocab", "llama3_vocab", "gemma_vocab"]
 
 
 @pytest.mark.parametrize("vocab_name", VOCABS)
-def test_trie_spells_every_text_token(request, vocab_name):
+def test_trie_spells_every_token_as_the_grammar_matches_it(request, vocab_name):
     vocab = request.getfixturevalue(vocab_name)
     a = vocab.trie.arrays()
     n = vocab.trie.n_nodes
@@ -25,9 +25,9 @@ def test_trie_spells_every_text_token(request, vocab_name):
         assert i + size[i] == n or depth[i + size[i]] <= depth[i]
         for j in range(node_tok[i], node_tok[i + 1]):
             spelled[int(tok_ids[j])] = bytes(path)
-    text_tokens = {i: vocab.token_bytes(i) for i in range(vocab.size) if vocab.token_bytes(i)}
-    assert spelled == text_tokens
-    assert vocab.trie.max_depth == max(len(b) for b in text_tokens.values())
+    matched = {i: vocab.grammar_bytes(i) for i in range(vocab.size) if vocab.grammar_bytes(i)}
+    assert spelled == matched
+    assert vocab.trie.max_depth == max(len(b) for b in matched.values())
     assert not set(vocab.eos_ids) & set(spelled)
 
 

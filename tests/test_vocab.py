@@ -494,11 +494,17 @@ def test_from_hf_refuses_a_slow_tokenizer():
 
 
 LLAMA_PIECES = [b"", b"hello", b" " * 300, b"\xe9", b"{"]
+#: Token attributes (llama.h's values: normal 4, control 8, user-defined 16) and texts, as llama.cpp holds them
+LLAMA_ATTRS = [8, 4, 4, 4, 16]
+LLAMA_TEXTS = [b"<|end|>", b"hello", b" " * 300, b"\xc3\xa9", b"{"]
 
 
-def fake_llama_cpp(handle: object, eog_function: str) -> ModuleType:
+def fake_llama_cpp(handle: object, eog_function: str, attr_function: str, text_function: str) -> ModuleType:
     """A llama_cpp stand-in: llama_token_to_piece as llama.h states it (negative: the size it needs)."""
     module = ModuleType("llama_cpp")
+    module.LLAMA_TOKEN_ATTR_CONTROL, module.LLAMA_TOKEN_ATTR_USER_DEFINED = 8, 16
+    setattr(module, attr_function, lambda h, token: LLAMA_ATTRS[token] if h is handle else 0)
+    setattr(module, text_function, lambda h, token: LLAMA_TEXTS[token] if h is handle else b"")
 
     def token_to_piece(h, token, buf, length, lstrip, special):
         assert (h, lstrip, special) == (handle, 0, False)
@@ -514,15 +520,17 @@ def fake_llama_cpp(handle: object, eog_function: str) -> ModuleType:
 
 
 LLAMA_APIS = [
-    pytest.param("vocab", "llama_vocab_is_eog", id="llama_vocab API"),
-    pytest.param("model", "llama_token_is_eog", id="llama_model API before the vocab split"),
+    pytest.param("vocab", ("llama_vocab_is_eog", "llama_vocab_get_attr", "llama_vocab_get_text"), id="llama_vocab API"),
+    pytest.param("model", ("llama_token_is_eog", "llama_token_get_attr", "llama_token_get_text"),
+                 id="llama_model API before the vocab split"),
 ]
 
 
-@pytest.mark.parametrize(("attribute", "eog_function"), LLAMA_APIS)
-def test_from_llama_reads_every_piece_through_llama_cpp(monkeypatch, attribute, eog_function):
+@pytest.mark.parametrize(("attribute", "functions"), LLAMA_APIS)
+def test_from_llama_reads_every_piece_through_llama_cpp(monkeypatch, attribute, functions):
     handle = object()
-    monkeypatch.setitem(sys.modules, "llama_cpp", fake_llama_cpp(handle, eog_function))
+    monkeypatch.setitem(sys.modules, "llama_cpp", fake_llama_cpp(handle, *functions))
     model = SimpleNamespace(model=handle) if attribute == "model" else SimpleNamespace(vocab=handle, model=object())
     vocab = Vocabulary.from_llama(SimpleNamespace(_model=model, n_vocab=lambda: len(LLAMA_PIECES)))
     assert (all_tokens(vocab), vocab.eos_ids) == (LLAMA_PIECES, (0,))
+    assert dict(vocab.special_texts) == {0: "<|end|>", 4: "{"}  # control and user-defined tokens only

@@ -23,6 +23,8 @@ from libc.stdlib cimport free, malloc
 from .automaton cimport CompiledGrammar
 from .trie cimport TokenTrie, TrieTables
 
+from ..ir import EDGE_BYTE
+
 #: Bytes that separate words: spaces, newlines and ``. , ; : ! ? ' " ( ) -``.
 SEPARATORS = b" \n.,;:!?'\"()-"
 
@@ -30,6 +32,7 @@ cdef uint8_t WORD = 0, SEP = 1, NEVER = 2
 cdef uint8_t BYTE_CLASS[256]
 for _b in range(256):
     BYTE_CLASS[_b] = SEP if _b in SEPARATORS else (NEVER if _b < 0x20 or _b == 0x7F or 0x30 <= _b <= 0x39 else WORD)
+BYTE_CLASS[EDGE_BYTE] = NEVER  # no text holds it: token edges (``ir.token``) are never words
 
 
 cdef inline uint8_t _fold(uint8_t b) noexcept nogil:
@@ -95,7 +98,7 @@ cdef class SkeletonIndex:
         groups = {}
         pure, complex_ = [], []
         for i in range(vocab.size):
-            piece = vocab.token_bytes(i)
+            piece = vocab.grammar_bytes(i)  # as accept_token steps it: a token edge is no word
             if not piece or any(BYTE_CLASS[b] == NEVER for b in piece):
                 continue
             j = 0

@@ -291,7 +291,13 @@ cdef class Matcher:
         return True
 
     def accept_bytes(self, data) -> bool:
-        """Advance by ``data`` if every byte is accepted; otherwise change nothing and return False."""
+        """Advance by ``data`` if every byte is accepted; otherwise change nothing and return False.
+
+        The bytes are those the grammar matches, so a token edge's reserved bytes pass where
+        ``ir.token`` stands: ``accept_bytes(vocab.grammar_bytes(t))`` is ``accept_token(t)``
+        for a token other than EOS, so that a generation replays by bytes, on a matcher with
+        or without a vocabulary.
+        """
         cdef bytes b = bytes(data)
         if self.is_terminated():
             return False
@@ -300,7 +306,8 @@ cdef class Matcher:
         return self._advance(<const unsigned char*> PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b))
 
     def accept_token(self, int token) -> bool:
-        """Advance by one token; False (and no change) when the grammar does not allow it."""
+        """Advance by one token (by its ``grammar_bytes``: a special token by its edge); False
+        (and no change) when the grammar does not allow it."""
         cdef TrieTables* tr
         cdef int32_t start, end
         if self.vocab is None:

@@ -3,8 +3,10 @@
 
 Node i stands for a byte string (the bytes on the path from the root); its subtree is
 nodes ``i .. i + node_size[i] - 1``. Tokens are sorted by bytes, so each token adds only
-the nodes past its common prefix with the previous one. Tokens with no bytes (special,
-control, EOS) are not in the trie: they never match text.
+the nodes past its common prefix with the previous one. The bytes are the vocabulary's
+``grammar_bytes``: special tokens are there as their edges (0xFF and the id), under one
+subtree that a grammar without ``ir.token`` never enters. Tokens with no bytes (EOS,
+padding, text holding 0xFF) are not in the trie: no grammar byte matches them.
 """
 
 from libc.stdint cimport int32_t, uint8_t, uint32_t
