@@ -32,6 +32,7 @@ from .vocab import Vocabulary
 log = logging.getLogger("llamay")
 
 TRUNCATED_WARNING = "max_tokens ended the output before the constrained document was complete"
+CUT_CALL_WARNING = "a tool call cut short before it was complete was dropped: tool-call markup never goes into content"
 _GRAMMAR_CACHE_SIZE = 64
 
 
@@ -289,13 +290,17 @@ class ChatStream:
         tail += text.flush()
         if matcher is not None and reason == "length" and not matcher.is_accepting():
             warnings.append(TRUNCATED_WARNING)
-        if calls is not None and calls.in_call:
-            # a call cut short (max_tokens, a stop string, cancellation) is returned as text, never as a call
-            held = calls.drain() + tail
-            if held:
-                yield TextDelta(held)
+        for event in _route(tail, calls):
+            made_calls = made_calls or isinstance(event, ToolCall)
+            yield event
+        cut = reason == "length" or text.matched is not None or (cancel is not None and cancel.is_set())
+        if calls is not None and cut and calls.holds_markup:
+            # a call cut short (max_tokens, a stop string, cancellation), or what could only have become
+            # one, is neither a call nor content
+            calls.drain()
+            warnings.append(CUT_CALL_WARNING)
         else:
-            for event in _route(tail, calls, final=True):
+            for event in _route("", calls, final=True):
                 made_calls = made_calls or isinstance(event, ToolCall)
                 yield event
         if made_calls and reason == "stop":

@@ -49,7 +49,7 @@ TOOLS = [
 ]
 SCHEMAS = {"get_weather": WEATHER, "get_time": TIME}
 ASK = [{"role": "user", "content": "What is the weather in Paris right now?"}]
-# room for a whole call: a truncated call would come back as text (and is tested elsewhere)
+# room for a whole call: a truncated call would be dropped with a warning (tested elsewhere)
 TOOL_TOKENS = 120
 
 

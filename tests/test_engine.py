@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("llama_cpp", reason="the llamacpp backend needs llama-cpp-python (ci/setup installs it)")
 
 from llamay import UsageError
-from llamay.engine import TRUNCATED_WARNING, Done, TextDelta, load
+from llamay.engine import CUT_CALL_WARNING, TRUNCATED_WARNING, Done, TextDelta, load
 
 # Strings are bounded: a 135M model at temperature 0 loves to repeat itself inside an open string,
 # and a bound is what guarantees the document closes within max_tokens.
@@ -108,11 +108,11 @@ def test_max_tokens_truncates_a_document_with_finish_length_and_a_warning(model)
         json.loads(r.text)
 
 
-def test_truncated_tool_call_is_text_never_a_call(model):
+def test_a_truncated_tool_call_is_dropped_with_a_warning_never_content(model):
     r = model.chat([{"role": "user", "content": "Weather in Paris?"}], tools=TOOLS, tool_choice="required",
                    max_tokens=6)
-    assert r.finish_reason == "length" and r.tool_calls == []
-    assert r.text.lstrip().startswith(("<tool_call>", "```", "{"))  # the cut call as written
+    assert r.finish_reason == "length" and r.tool_calls == [] and r.text == ""
+    assert CUT_CALL_WARNING in r.warnings
 
 
 def test_streaming_matches_the_collected_result(model):

@@ -48,7 +48,8 @@ class LlamaCppBackend(Backend):
         width = self.llama.n_vocab()
         if width != self.vocab.size:
             self.vocab = Vocabulary([self.vocab.token_bytes(i) for i in range(self.vocab.size)],
-                                    self.vocab.eos_ids, size=max(width, self.vocab.size))
+                                    self.vocab.eos_ids, size=max(width, self.vocab.size),
+                                    special_texts=self.vocab.special_texts)
         meta = self.llama.metadata
         self.chat_template = meta.get("tokenizer.chat_template")
         self.bos_id = self.llama.token_bos()

@@ -63,7 +63,7 @@ class MlxBackend(Backend):
         extra = {int(i) for i in getattr(tokenizer, "eos_token_ids", ()) or ()} - set(vocab.eos_ids)
         if extra:  # mlx-lm also stops on generation_config.json's eos_token_id
             tokens = [vocab.token_bytes(i) for i in range(vocab.size)]
-            vocab = Vocabulary(tokens, {*vocab.eos_ids, *extra}, size=vocab.size)
+            vocab = Vocabulary(tokens, {*vocab.eos_ids, *extra}, size=vocab.size, special_texts=vocab.special_texts)
         self.vocab = vocab
         self.n_ctx = int(getattr(args, "max_position_embeddings", 0) or 0)
         template = getattr(hf, "chat_template", None)

@@ -31,7 +31,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from ... import json_grammar as jg
-from ...ir import EMPTY, Expr, Grammar, Ref, alt, literal, optional, seq, star
+from ...ir import EMPTY, Expr, Grammar, Ref, alt, literal, optional, seq, star, token
 from ...schema import schema_expr
 from ..calls import ToolCall
 from ..errors import ToolCallError
@@ -78,7 +78,7 @@ class Markers:
 
     def __init__(self, dialect: Dialect, vocab: Vocabulary | None) -> None:
         self.ids: dict[str, int] = {}
-        if vocab is not None and hasattr(vocab, "special_token_id"):  # TEMPORARY until token edges land
+        if vocab is not None:
             for text in dialect.markers:
                 found = vocab.special_token_id(text)
                 if found is not None:
@@ -86,7 +86,7 @@ class Markers:
         self.vocab = vocab.with_token_edges(sorted(self.ids.values())) if vocab is not None and self.ids else vocab
 
     def expr(self, text: str) -> Expr:
-        return literal(self.trigger_bytes(text))
+        return token(self.ids[text]) if text in self.ids else literal(text)
 
     def trigger_bytes(self, text: str) -> bytes:
         """The bytes the grammar reads for the marker: its token edge's, or its text."""
@@ -233,6 +233,11 @@ class CallStream:
     @property
     def in_call(self) -> bool:
         return self._form is not None
+
+    @property
+    def holds_markup(self) -> bool:
+        """Whether a call is open, or text held back could still open one: what a cut output must not show."""
+        return self._form is not None or bool(self._scanner.held.strip())
 
     def feed(self, delta: str) -> list[str | ToolCall]:
         out: list[str | ToolCall] = []

@@ -26,13 +26,11 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from ...ir import EMPTY, Bytes, Expr, Grammar, Ref, alt, merge_ranges, seq
+from ...ir import EDGE_BYTE, EMPTY, Bytes, Expr, Grammar, Ref, alt, merge_ranges, seq
 
 #: Whitespace a trigger's runs may hold: JSON's.
 WS_BYTES = b" \t\n\r"
 
-#: The byte no UTF-8 text holds: token edges start with it.
-EDGE_BYTE = 0xFF
 
 
 @dataclass(frozen=True)
