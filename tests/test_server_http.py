@@ -444,3 +444,16 @@ def test_compile_warnings_reach_every_shape(server, backend):
 def test_show_names_the_tool_dialect(server):
     status, _, body = request(server.port, "POST", "/api/show", {"model": "default"})
     assert status == 200 and body["model_info"]["llamay.tool_dialect"] == "hermes"
+
+
+def test_tools_with_response_format_answer_with_a_call_or_the_document(server):
+    """Agent SDKs send both: the answer is a call or a document that fits the schema, never a 400 or prose."""
+    schema = {"type": "object", "properties": {"answer": {"type": "string", "maxLength": 8}}, "required": ["answer"]}
+    tool = {"type": "function", "function": {"name": "lookup", "parameters": {
+        "type": "object", "properties": {"q": {"type": "string", "maxLength": 8}}, "required": ["q"]}}}
+    status, _, body = request(server.port, "POST", "/v1/chat/completions", {
+        **CHAT, "max_tokens": 60, "tools": [tool],
+        "response_format": {"type": "json_schema", "json_schema": {"name": "a", "schema": schema}}})
+    assert status == 200
+    message = body["choices"][0]["message"]
+    assert message["tool_calls"] or set(json.loads(message["content"])) == {"answer"}
