@@ -22,7 +22,7 @@ from typing import Any
 from ._core.automaton import CompiledGrammar
 from ._core.matcher import Matcher
 from .backends import Backend, Sampling, load_backend
-from .chat import CallStream, ChatTemplate, ToolCall, detect, dialect, normalize_tools
+from .chat import CallStream, ChatTemplate, ToolCall, dialect, normalize_tools
 from .chat.dialects import Markers
 from .compile_budget import budget
 from .errors import SchemaError, UsageError
@@ -84,11 +84,11 @@ class Model:
         source, origin = (chat_template, "the given chat template") if chat_template else (
             backend.chat_template, f"{backend.model_id} chat template")
         self.template = ChatTemplate(source, bos_token=backend.bos_token, eos_token=backend.eos_token,
-                                     origin=origin, control_tokens=backend.control_texts)
+                                     origin=origin, control_tokens=backend.control_texts,
+                                     tool_dialect=dialect(tool_dialect) if tool_dialect else None)
         if self.template.is_default:
             log.warning("%s has no chat template: using the default (ChatML)", backend.model_id)
-        self.dialect = dialect(tool_dialect) if tool_dialect else detect(
-            None if self.template.is_default else self.template.source)
+        self.dialect = self.template.dialect
         self.markers = Markers(self.dialect, backend.vocab)
         self._marker_texts = {i: text for text, i in self.markers.ids.items()}
         self._lock = threading.Lock()

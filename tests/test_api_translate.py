@@ -262,7 +262,7 @@ def test_ollama_messages_tools_options_format():
                                  options={"temperature": 0, "num_predict": 7, "seed": 1, "num_ctx": 2048},
                                  keep_alive="5m"))
     assert r.chat["messages"][1]["tool_calls"] == [
-        {"id": "call_0", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]
+        {"id": "", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]
     assert r.chat["messages"][2] == {"role": "tool", "content": "18C", "name": "get_weather"}
     assert r.chat["schema"] == WEATHER and r.chat["max_tokens"] == 7 and r.chat["temperature"] == 0
     assert r.warnings == ["options.num_ctx is not supported and was ignored"] and not r.stream

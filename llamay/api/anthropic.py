@@ -106,11 +106,11 @@ def _blocks(role: str, blocks: list[Any], where: str) -> list[dict[str, Any]]:
         elif kind == "tool_use" and role == "assistant":
             if not isinstance(block.get("name"), str) or not isinstance(block.get("input", {}), dict):
                 raise bad_field(here, "a tool_use block needs a string name and an object input")
-            calls.append({"id": str(block.get("id", f"toolu_{j}")), "type": "function",
+            calls.append({"id": call_id(str(block.get("id", f"toolu_{j}"))), "type": "function",
                           "function": {"name": block["name"], "arguments": block.get("input", {})}})
         elif kind == "tool_result" and role == "user":
             text = _result_text(block.get("content"), f"{here}.content")
-            results.append({"role": "tool", "tool_call_id": str(block.get("tool_use_id", "")),
+            results.append({"role": "tool", "tool_call_id": call_id(str(block.get("tool_use_id", ""))),
                             "content": f"Error: {text}" if block.get("is_error") else text})
         elif kind in ("thinking", "redacted_thinking") and role == "assistant":
             continue
@@ -181,8 +181,19 @@ def _tools(tools: list[Any] | None, choice: Body | None) -> dict[str, Any]:
 
 
 def tool_use_id(call: ToolCall) -> str:
-    """Anthropic's id prefix on the engine's call id."""
+    """Anthropic's id prefix on the engine's call id (``call_`` and 24 hex digits, or a dialect's own)."""
     return "toolu_" + call.id.removeprefix("call_")
+
+
+def call_id(tool_use: str) -> str:
+    """The engine's call id back from ``tool_use_id``: templates check ids in their dialect's shape
+    (Mistral's: 9 alphanumerics). A client's own ids pass through."""
+    rest = tool_use.removeprefix("toolu_")
+    if rest == tool_use:
+        return tool_use
+    if len(rest) == 24 and all(c in "0123456789abcdef" for c in rest):
+        return "call_" + rest
+    return rest if len(rest) == 9 and rest.isascii() and rest.isalnum() else tool_use
 
 
 class MessageRenderer(Renderer):

@@ -119,15 +119,17 @@ def _message(message: Any, where: str) -> dict[str, Any]:
     if calls:
         if not isinstance(calls, list):
             raise bad_field(f"{where}.tool_calls", "must be an array")
-        out["tool_calls"] = [_call(call, f"{where}.tool_calls[{k}]", k) for k, call in enumerate(calls)]
+        out["tool_calls"] = [_call(call, f"{where}.tool_calls[{k}]") for k, call in enumerate(calls)]
     return out
 
 
-def _call(call: Any, where: str, k: int) -> dict[str, Any]:
+def _call(call: Any, where: str) -> dict[str, Any]:
+    """An Ollama call as OpenAI's; one without an id (the SDK sends none) gets one from the chat layer,
+    in the shape the model's dialect writes."""
     function = call.get("function") if isinstance(call, dict) else None
     if not isinstance(function, dict):
         raise bad_field(f"{where}.function", "must be an object")
-    return {"id": str(call.get("id") or f"call_{k}"), "type": "function",
+    return {"id": str(call.get("id") or ""), "type": "function",
             "function": {"name": function.get("name"), "arguments": function.get("arguments") or {}}}
 
 

@@ -26,6 +26,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from ..errors import VocabularyError
 from ..gguf_meta import read_metadata, required_field
+from .dialects import Dialect, detect
 from .errors import TemplateError
 from .escape import ControlTexts, split_parts
 from .tools import adapt_messages, normalize_messages, normalize_tools
@@ -105,9 +106,11 @@ class ChatTemplate:
         eos_token: str = "",
         origin: str = "chat template",
         control_tokens: Iterable[str] = (),
+        tool_dialect: Dialect | None = None,
     ) -> None:
         self.is_default = not source
         self.source = source or DEFAULT_TEMPLATE
+        self.dialect = tool_dialect or detect(source)
         self.bos_token = bos_token
         self.eos_token = eos_token
         self.origin = origin
@@ -178,6 +181,7 @@ class ChatTemplate:
             tools,
             renders_tools=self.renders_tools,
             renders_tool_calls=self.renders_tool_calls,
+            dialect=self.dialect,
         )
         try:
             prompt = self._template.render(

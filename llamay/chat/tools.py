@@ -13,6 +13,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from .dialects import Dialect
 from .dialects.hermes import HERMES
 from .errors import MessageError
 
@@ -94,17 +95,20 @@ def adapt_messages(
     *,
     renders_tools: bool,
     renders_tool_calls: bool,
+    dialect: Dialect = HERMES,
 ) -> list[dict[str, Any]]:
-    """``normalize_messages``' output with the Hermes parts the template cannot render written in.
+    """``normalize_messages``' output with the parts the template cannot render written in.
 
     Without ``renders_tools`` and with ``tools``, the Hermes block is appended to the first
     system message (or is one, put first). Without ``renders_tool_calls``, assistant calls
-    become ``<tool_call>`` text after the message's content and each run of tool results
-    becomes one user message of ``<tool_response>`` blocks.
+    become text after the message's content, in ``dialect``'s own form (what the model is
+    constrained to write); under Hermes each run of tool results becomes one user message of
+    ``<tool_response>`` blocks, under another dialect results stay ``tool`` turns.
     """
     out = [dict(m) for m in messages]
+    _pair_ids(out, dialect)
     if not renders_tool_calls:
-        out = _hermes_turns(out)
+        out = _written_turns(out, dialect)
     if tools and not renders_tools:
         block = hermes_system_block(tools)
         if out and out[0]["role"] == "system":
@@ -115,11 +119,26 @@ def adapt_messages(
     return out
 
 
-def _hermes_turns(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _pair_ids(messages: list[dict[str, Any]], dialect: Dialect) -> None:
+    """Calls without an id get one in the dialect's shape, and the results after them without a
+    ``tool_call_id`` are paired with them in order: templates that check ids (Mistral's) need both."""
+    pending: list[str] = []
+    for turn, message in enumerate(messages):
+        if message["role"] == "assistant" and message.get("tool_calls"):
+            pending = []
+            for index, call in enumerate(message["tool_calls"]):
+                if not call.get("id"):
+                    call["id"] = dialect.history_id(turn, index)
+                pending.append(call["id"])
+        elif message["role"] == "tool" and not message.get("tool_call_id") and pending:
+            message["tool_call_id"] = pending.pop(0)
+
+
+def _written_turns(messages: list[dict[str, Any]], dialect: Dialect) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     responses: dict[str, Any] | None = None  # the user turn collecting the current run of tool results
     for message in messages:
-        if message["role"] == "tool":
+        if message["role"] == "tool" and dialect is HERMES:
             block = f"<tool_response>\n{message['content']}\n</tool_response>"
             if responses is None:
                 responses = {"role": "user", "content": block}
@@ -129,15 +148,10 @@ def _hermes_turns(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             continue
         responses = None
         if "tool_calls" in message:
-            blocks = [_call_text(call["function"]) for call in message.pop("tool_calls")]
-            message["content"] = "\n".join([message["content"], *blocks] if message["content"] else blocks)
+            written = dialect.write_calls([call["function"] for call in message.pop("tool_calls")])
+            message["content"] = f"{message['content']}\n{written}" if message["content"] else written
         out.append(message)
     return out
-
-
-def _call_text(function: Mapping[str, Any]) -> str:
-    body = json.dumps({"name": function["name"], "arguments": function["arguments"]}, ensure_ascii=False)
-    return f"{HERMES.open}\n{body}\n{HERMES.close}"
 
 
 def _text(content: Any, where: str) -> str:

@@ -63,6 +63,10 @@ class Dialect:
     arguments_key: str = "arguments"
     short_ids: bool = False  # 9 alphanumeric characters (Mistral), not ``call_`` and 24 hex digits
 
+    def history_id(self, turn: int, index: int) -> str:
+        """An id for a call of turn ``turn`` that came without one (Ollama sends none), in this dialect's shape."""
+        return f"{turn:05d}{index:04d}" if self.short_ids else f"call_{turn}_{index}"
+
     def call_id(self) -> str:
         if self.short_ids:
             return "".join(secrets.choice(_ALNUM) for _ in range(9))
@@ -71,6 +75,15 @@ class Dialect:
     @property
     def markers(self) -> tuple[str, ...]:
         return tuple(m for m in (self.open, self.close) if m)
+
+    def write_calls(self, functions: Sequence[dict[str, Any]]) -> str:
+        """Calls (``{"name", "arguments"}``) as this dialect writes them: for history a template cannot render."""
+        objects = [{"name": f["name"], self.arguments_key: f["arguments"]} for f in functions]
+        if self.listed:
+            return f"{self.open}{json.dumps(objects, ensure_ascii=False)}"
+        if self.close is not None:
+            return "\n".join(f"{self.open}\n{json.dumps(o, ensure_ascii=False)}\n{self.close}" for o in objects)
+        return "\n".join(json.dumps(o, ensure_ascii=False) for o in objects)
 
 
 class Markers:
