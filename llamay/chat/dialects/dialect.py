@@ -134,8 +134,9 @@ class CallGrammar:
                 arguments, jg.WS, literal("}"),
             ))
             self._rest.append(Ref(f"call_rest_{i}"))
-        g.define("call", alt(*(seq(literal("{"), jg.WS, literal('"name"'), jg.WS, literal(":"), jg.WS,
-                                   literal(name), rest) for name, rest in zip(self.names, self._rest, strict=True))))
+        # one head for every tool: the automaton carries a single configuration until the names part
+        named = [seq(literal(name), rest) for name, rest in zip(self.names, self._rest, strict=True)]
+        g.define("call", seq(literal("{"), jg.WS, literal('"name"'), jg.WS, literal(":"), jg.WS, alt(*named)))
         g.define("group", alt(*self._groups()))
         if parallel:
             self.after = star(seq(jg.WS, Ref("group")))
