@@ -39,6 +39,8 @@ AUTO_CASES = {
     "JSON naming no offered tool stays prose": ("hermes", 'A person: {"name": "John", "arguments": {}}',
                                                 'A person: {"name": "John", "arguments": {}}', []),
     "a name that only begins an offered one stays prose": ("hermes", '{"name": "ad"}', '{"name": "ad"}', []),
+    "accented prose before JSON keeps its characters whole": (
+        "hermes", 'Météo ————{"ville": "Paris"} — été', 'Météo ————{"ville": "Paris"} — été', []),
     "llama3 bare parameters": ("llama3", '{"name": "add", "parameters": {"a": 2, "b": 40}}', "", [ADD]),
     "llama3 python tag": ("llama3", '<|python_tag|>{"name": "add", "parameters": {"a": 2, "b": 40}}', "", [ADD]),
     "mistral list": ("mistral", 'ok [TOOL_CALLS][{"name": "add", "arguments": {"a": 2, "b": 40}}, '
