@@ -22,7 +22,7 @@ from typing import Any
 from ._core.automaton import CompiledGrammar
 from ._core.matcher import Matcher
 from .backends import Backend, Sampling, load_backend
-from .chat import CallStream, ChatTemplate, ToolCall, dialect, normalize_tools
+from .chat import CallStream, ChatTemplate, ToolCall, named, normalize_tools
 from .chat.dialects import Markers
 from .compile_budget import budget
 from .errors import SchemaError, UsageError
@@ -85,7 +85,7 @@ class Model:
             backend.chat_template, f"{backend.model_id} chat template")
         self.template = ChatTemplate(source, bos_token=backend.bos_token, eos_token=backend.eos_token,
                                      origin=origin, control_tokens=backend.control_texts,
-                                     tool_dialect=dialect(tool_dialect) if tool_dialect else None)
+                                     tool_dialect=named(tool_dialect) if tool_dialect else None)
         if self.template.is_default:
             log.warning("%s has no chat template: using the default (ChatML)", backend.model_id)
         self.dialect = self.template.dialect

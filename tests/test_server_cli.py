@@ -72,6 +72,26 @@ def test_serve_logs_and_stops_cleanly(sig, tmp_path):
     assert "GET /api/tags 401" in err and "llamay: stopped" in err
 
 
+def test_serve_takes_a_tool_dialect_and_a_chat_template(tmp_path):
+    template = tmp_path / "chat.jinja"
+    template.write_text("{% for m in messages %}{{ m.content }}{% endfor %}")
+    proc, port, lines = start("--backend", "fixture", "--tool-dialect", "mistral", "--chat-template", str(template))
+    try:
+        assert any("tool dialect mistral" in line for line in lines), lines
+        status, body = post(port, "/api/show", {})
+        assert status == 200 and body["model_info"]["llamay.tool_dialect"] == "mistral"
+        assert body["template"] == template.read_text()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
+
+
+def test_serve_refuses_an_unknown_tool_dialect(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["serve", "--tool-dialect", "klingon"])
+    assert info.value.code == 2
+
+
 def test_serve_reports_a_model_it_cannot_load(capsys):
     assert main(["serve", "--backend", "fixture-nope"]) == 1
     assert "cannot load the model" in capsys.readouterr().err

@@ -4,7 +4,7 @@ Re-exports only.
 """
 
 from .calls import ToolCall
-from .dialects import DIALECTS, CallStream, Dialect, detect, dialect, parse_tool_calls
+from .dialects import DIALECTS, CallStream, Dialect, detect, named, parse_tool_calls
 from .errors import MessageError, TemplateError, ToolCallError
 from .template import DEFAULT_TEMPLATE, ChatTemplate
 from .tools import adapt_messages, hermes_system_block, normalize_messages, normalize_tools
@@ -21,8 +21,8 @@ __all__ = [
     "ToolCallError",
     "adapt_messages",
     "detect",
-    "dialect",
     "hermes_system_block",
+    "named",
     "normalize_messages",
     "normalize_tools",
     "parse_tool_calls",

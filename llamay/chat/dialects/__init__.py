@@ -14,7 +14,7 @@ from .hermes import HERMES
 from .llama3 import LLAMA3
 from .mistral import MISTRAL
 
-__all__ = ["DIALECTS", "CallGrammar", "CallStream", "Dialect", "Markers", "detect", "dialect", "parse_tool_calls"]
+__all__ = ["DIALECTS", "CallGrammar", "CallStream", "Dialect", "Markers", "detect", "named", "parse_tool_calls"]
 
 #: By name; detection tries them in this order (the most specific markers first).
 DIALECTS = {d.name: d for d in (LLAMA3, MISTRAL, GRANITE, HERMES)}
@@ -28,7 +28,7 @@ def detect(template: str | None) -> Dialect:
     return HERMES
 
 
-def dialect(name: str) -> Dialect:
+def named(name: str) -> Dialect:
     """The dialect called ``name``; ``UsageError`` naming the known ones otherwise."""
     found = DIALECTS.get(name)
     if found is None:
