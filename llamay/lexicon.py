@@ -1,4 +1,4 @@
-"""``compile_lexicon``: output made only of words from a list (design section 6).
+"""``compile_lexicon``: output made only of words from a list (the README's lexicon mode).
 
 Words are separated by spaces, newlines and ``. , ; : ! ? ' " ( ) -``; no digits; a word
 matches its list entry case-insensitively (ASCII). List entries holding a separator, a

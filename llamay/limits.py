@@ -7,13 +7,14 @@ set to the bound's name) or ``GrammarError`` naming it, never a hang.
 
 from __future__ import annotations
 
-#: Seconds one schema or grammar may take to compile (design section 8).
+#: CPU seconds one request's constraints may take to compile, every schema and grammar of it together
+#: (``compile_budget``).
 COMPILE_SECONDS = 2.0
 
 #: Automaton states after lowering; nested repetitions that would unroll past this are refused.
 MAX_STATES = 500_000
 
-#: Largest ``{m,n}`` repetition bound a grammar may state (design section 5).
+#: Largest ``{m,n}`` repetition bound a grammar may state: llama.cpp's grammars stay far below it.
 MAX_REPEAT = 4096
 
 #: Nesting depth of a schema or grammar expression (guards the recursive compilers).

@@ -25,7 +25,7 @@ class ScriptedScorer:
     """Picks, from a token mask, the allowed token made only of ``prefer`` bytes, longest first.
 
     Ties and the case where no such token is allowed go to the lowest allowed id, so every
-    choice is deterministic. ``prefer=b" "`` is the space-loving model of design section 4.
+    choice is deterministic. ``prefer=b" "`` is the space-loving model that shows why whitespace is budgeted.
     """
 
     def __init__(self, vocab: Vocabulary, prefer: bytes = b" ") -> None:

@@ -2,7 +2,7 @@
 
 Several tools compile to a union: each call starts with its own name literal, so the first
 few tokens of the name rule out all but one, and from then on the automaton carries a
-single configuration (design section 7). The modes of ``tool_choice``:
+single configuration (docs/tool-calls.md). The modes of ``tool_choice``:
 
 - ``required`` / a named tool: calls from the first byte (one, or several when parallel),
   in any of the dialect's forms;

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from llamay import Matcher
-from llamay.chat import DIALECTS, CallStream, ToolCall, detect, parse_tool_calls
+from llamay.chat import DIALECTS, CallStream, ChatTemplate, ToolCall, detect, parse_tool_calls
 from llamay.toolcall import compile_tool_calls
 
 TOOLS = [
@@ -152,3 +152,14 @@ def test_a_dialect_is_detected_from_its_template(name, template):
 
 def test_a_template_without_tool_markers_gets_hermes():
     assert detect("{{ messages }}").name == "hermes" and detect(None).name == "hermes"
+
+
+@pytest.mark.parametrize("name", list(DIALECTS))
+def test_a_template_without_tools_is_told_the_dialects_own_call_format(name):
+    """Where llamay lists the tools itself, it shows the form the constraint will hold the model to."""
+    d = DIALECTS[name]
+    prompt = ChatTemplate(None, tool_dialect=d).render([{"role": "user", "content": "hi"}],
+                                                       [{"type": "function", "function": TOOLS[1]}])
+    assert d.call_format() in prompt and '"name": "add"' in prompt
+    others = [o.call_format() for o in DIALECTS.values() if o is not d]
+    assert not any(other in prompt for other in others)

@@ -29,7 +29,7 @@ try:
 except metadata.PackageNotFoundError:  # a checkout that is not installed
     VERSION = "0.0.0"
 
-#: Request bodies larger than this are refused with 413 before they are read (design section 8).
+#: Request bodies larger than this are refused with 413 from their Content-Length, before they are read.
 DEFAULT_MAX_BODY = 16 << 20
 
 #: Requests allowed to wait while one generates; one more is refused with 503 (529 for Anthropic).

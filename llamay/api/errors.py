@@ -35,7 +35,7 @@ def bad_field(field: str, problem: str) -> ApiError:
 
 
 def unsupported(field: str, what: str) -> ApiError:
-    """400 for a known field asking for something llamay does not do (design section 8)."""
+    """400 for a known field asking for something llamay does not do: refused by name, never silently ignored."""
     return ApiError(400, f"{field}: {what} is not supported by llamay", param=field, code="unsupported_parameter")
 
 

@@ -1,7 +1,7 @@
 """What the three APIs share: typed field reads, llamay's own constraint fields, warnings, framing.
 
 A request body is read through ``Body``, which remembers every field it was asked about,
-so whatever is left over is an unknown field: ignored, with a warning (design section 8).
+so whatever is left over is an unknown field: ignored, with a warning that names it.
 A wrong type is a 400 naming the field. ``GenerateRequest`` is what every generation
 route turns its body into: ``Model.chat`` keyword arguments plus what the response needs.
 """
@@ -24,7 +24,7 @@ from .errors import ApiError, bad_field
 #: ``max_tokens`` when a request gives none; the backend stops earlier when the context is full.
 DEFAULT_MAX_TOKENS = 4096
 
-#: ``Llamay-Warning`` headers per response at most (design section 4); the body carries them all.
+#: ``Llamay-Warning`` headers per response at most (headers stay small); the body carries them all.
 MAX_WARNING_HEADERS = 20
 
 _HEADER_SAFE = "".join(c for c in string.printable if c not in "%\r\n\t\x0b\x0c")

@@ -27,12 +27,7 @@ _HERMES_PREAMBLE = (
     "You may call one or more functions to assist with the user query.\n\n"
     "You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n"
 )
-_HERMES_INSTRUCTIONS = (
-    "\n</tools>\n\n"
-    "For each function call, return a json object with function name and arguments"
-    " within <tool_call></tool_call> XML tags:\n"
-    f'{HERMES.open}\n{{"name": <function-name>, "arguments": <args-json-object>}}\n{HERMES.close}'
-)
+
 
 
 def normalize_messages(messages: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -83,10 +78,10 @@ def normalize_tools(tools: Iterable[Mapping[str, Any]] | None) -> list[dict[str,
     return out
 
 
-def hermes_system_block(tools: Sequence[Mapping[str, Any]]) -> str:
-    """The Hermes system text: each tool's JSON on a line inside ``<tools>``, and the call format."""
+def hermes_system_block(tools: Sequence[Mapping[str, Any]], dialect: Dialect = HERMES) -> str:
+    """The Hermes system text: each tool's JSON on a line inside ``<tools>``, and ``dialect``'s call format."""
     listing = "\n".join(json.dumps(tool, ensure_ascii=False) for tool in tools)
-    return _HERMES_PREAMBLE + listing + _HERMES_INSTRUCTIONS
+    return f"{_HERMES_PREAMBLE}{listing}\n</tools>\n\n{dialect.instruction}\n{dialect.call_format()}"
 
 
 def adapt_messages(
@@ -110,7 +105,7 @@ def adapt_messages(
     if not renders_tool_calls:
         out = _written_turns(out, dialect)
     if tools and not renders_tools:
-        block = hermes_system_block(tools)
+        block = hermes_system_block(tools, dialect)
         if out and out[0]["role"] == "system":
             content = out[0]["content"]
             out[0]["content"] = f"{content}\n\n{block}" if content else block

@@ -62,6 +62,8 @@ class Dialect:
     open_optional: bool = False  # the bare object is the family's own form; ``open`` may precede it (Llama 3)
     arguments_key: str = "arguments"
     short_ids: bool = False  # 9 alphanumeric characters (Mistral), not ``call_`` and 24 hex digits
+    #: What the tools block says before the call format, where llamay lists the tools itself
+    instruction: str = "For each function call, write it in this form:"
 
     def history_id(self, turn: int, index: int) -> str:
         """An id for a call of turn ``turn`` that came without one (Ollama sends none), in this dialect's shape."""
@@ -75,6 +77,13 @@ class Dialect:
     @property
     def markers(self) -> tuple[str, ...]:
         return tuple(m for m in (self.open, self.close) if m)
+
+    def call_format(self) -> str:
+        """One call's shape, placeholders for the name and arguments: for a tools block llamay writes."""
+        shape = f'{{"name": <function-name>, "{self.arguments_key}": <args-json-object>}}'
+        if self.listed:
+            return f"{self.open}[{shape}]"
+        return f"{self.open}\n{shape}\n{self.close}" if self.close is not None else shape
 
     def write_calls(self, functions: Sequence[dict[str, Any]]) -> str:
         """Calls (``{"name", "arguments"}``) as this dialect writes them: for history a template cannot render."""

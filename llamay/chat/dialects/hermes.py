@@ -7,4 +7,6 @@ Qwen2.5's vocabulary has both markers as single user-defined tokens (151657, 151
 
 from .dialect import Dialect
 
-HERMES = Dialect("hermes", detect=("<tool_call>",), open="<tool_call>", close="</tool_call>")
+HERMES = Dialect("hermes", detect=("<tool_call>",), open="<tool_call>", close="</tool_call>",
+                 instruction="For each function call, return a json object with function name and arguments"
+                             " within <tool_call></tool_call> XML tags:")
