@@ -1,4 +1,4 @@
-"""JSON Schema to grammar IR to automaton (design section 4, stages 1 and 2).
+"""JSON Schema to grammar IR to automaton (the keywords the README lists as enforced, warned or refused).
 
 Compilation runs in two passes over the schema:
 
@@ -107,9 +107,9 @@ def compile_json_schema(schema, closed_objects: bool = True, whitespace_budget: 
     """Compile ``schema`` (a parsed JSON value) to an automaton; ``.warnings`` lists what it ignores.
 
     ``closed_objects``: an object that declares ``properties`` and says nothing about
-    ``additionalProperties`` admits no other key (design section 4); ``False`` restores the
-    specification's open default. ``whitespace_budget`` bounds structural whitespace per
-    document (``None``: unbounded). The document starts at its first byte and ends at its
+    ``additionalProperties`` admits no other key (else three named properties would constrain
+    almost nothing); ``False`` restores the specification's open default. ``whitespace_budget``
+    bounds structural whitespace per document (``None``: unbounded). The document starts at its first byte and ends at its
     last: a model cannot spend tokens on whitespace around it, and once it is complete only
     EOS is allowed.
     """

@@ -124,7 +124,7 @@ def conj(a, b):
 
 
 def closed(node: dict, closed_objects: bool) -> bool:
-    """Whether undeclared keys are refused by default (design section 4: declared ``properties`` close an object)."""
+    """Whether undeclared keys are refused by default (declared ``properties`` close an object: compile_json_schema)."""
     return "additionalProperties" not in node and closed_objects and "properties" in node
 
 

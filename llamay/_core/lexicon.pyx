@@ -1,5 +1,5 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
-"""Lexicon mode with skeleton indexing (design section 6).
+"""Lexicon mode with skeleton indexing (the README's lexicon mode).
 
 Theory of operation. Most tokens are ``[separators] letters [separators]``. Whether such a
 token is allowed depends only on the automaton state and on its *skeleton*: its letters,
