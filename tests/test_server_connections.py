@@ -15,25 +15,15 @@ import time
 import pytest
 
 from llamay.api import App, running
-from llamay.backends.fixture import FixtureBackend
 from llamay.cli import _parser
 from llamay.engine import Model
 from llamay.vocab import Vocabulary
+from tests.test_server_http import SlowFixture
 
 TIMEOUT = 0.5  # the read and idle timeouts of the servers under test
 SLACK = 1.0  # how late past a timeout the server may act on a loaded test machine
 
 HEALTH = b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
-
-
-class SlowFixture(FixtureBackend):
-    """The fixture with a per-token delay: a generation that takes longer than the timeouts."""
-
-    delay = 0.0
-
-    def logits(self):
-        time.sleep(self.delay)
-        return super().logits()
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +33,7 @@ def backend(smollm2_vocab: Vocabulary):
 
 @pytest.fixture
 def model(backend):
-    backend.delay, backend.script = 0.0, b"Hello from the fixture."
+    backend.delay, backend.fail_after, backend.script = 0.0, None, b"Hello from the fixture."
     return Model(backend)
 
 
