@@ -109,9 +109,9 @@ def compile_json_schema(schema, closed_objects: bool = True, whitespace_budget: 
     ``closed_objects``: an object that declares ``properties`` and says nothing about
     ``additionalProperties`` admits no other key (else three named properties would constrain
     almost nothing); ``False`` restores the specification's open default. ``whitespace_budget``
-    bounds structural whitespace per document (``None``: unbounded). The document starts at its first byte and ends at its
-    last: a model cannot spend tokens on whitespace around it, and once it is complete only
-    EOS is allowed.
+    bounds structural whitespace per document (``None``: unbounded). The document starts at its
+    first byte and ends at its last: a model cannot spend tokens on whitespace around it, and
+    once it is complete only EOS is allowed.
     """
     warnings: list[str] = []
     grammar = Grammar()
