@@ -358,7 +358,7 @@ class CallStream:
         """``text`` as it goes out: whitespace after a call dropped, before a trigger held back or dropped."""
         if keep_tail:  # what may turn out to be the whitespace before a call waits
             stripped = text.rstrip()
-            self._scanner.held = text[len(stripped) :].encode() + self._scanner.held
+            self._scanner.put_back(text[len(stripped) :].encode())
             text = stripped
         else:
             text = text.rstrip()

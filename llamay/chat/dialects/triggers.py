@@ -267,6 +267,10 @@ class Scanner:
             self.held = buf[len(buf) - keep :] if keep else b""
         return bytes(out), None, b""
 
+    def put_back(self, data: bytes) -> None:
+        """Scanned text not to be sent yet (whitespace that may turn out to precede a call): sent with what follows."""
+        self.held = data + self.held
+
     def flush(self) -> bytes:
         """What is held back, once no more text comes: prose after all."""
         held, self.held, self.state = self.held, b"", self.search.start
