@@ -104,6 +104,32 @@ def test_parallel_false_allows_one_call(dialect):
     assert not accepts(one, call + "\n" + call)
 
 
+#: three tools whose union outgrows what the lowering copies to each use of a rule (limits.SHARE_STATES)
+UNION = [
+    {"name": "get_weather", "parameters": {"type": "object", "properties": {
+        "location": {"type": "string", "maxLength": 64}, "unit": {"enum": ["celsius", "fahrenheit"]},
+        "days": {"type": "integer"}}, "required": ["location"]}},
+    {"name": "search_web", "parameters": {"type": "object", "properties": {
+        "query": {"type": "string"}, "max_results": {"type": "integer"}, "safe": {"type": "boolean"}},
+        "required": ["query"]}},
+    {"name": "send_email", "parameters": {"type": "object", "properties": {
+        "to": {"type": "array", "items": {"type": "string"}, "maxItems": 10}, "subject": {"type": "string"},
+        "body": {"type": "string"}}, "required": ["to", "subject", "body"]}},
+]
+
+
+@pytest.mark.parametrize("parallel", [False, True], ids=["one call", "parallel"])
+@pytest.mark.parametrize("dialect", list(DIALECTS))
+def test_a_union_of_tools_walks_a_call_with_no_more_configurations_than_one_tool(dialect, parallel):
+    """What a mask step costs follows the configurations it steps (``benchmarks.tool_union_cost``: at most 1.10x)."""
+    d = DIALECTS[dialect]
+    text = d.write_calls([{"name": "get_weather", "arguments": {"location": "Pune", "days": 3}}]).encode()
+    one, union = (Matcher(compile_tool_calls(UNION[:n], "required", dialect=d, parallel=parallel)) for n in (1, 3))
+    for i in range(len(text)):
+        assert len(union.configurations()) <= len(one.configurations()), text[:i]
+        assert one.accept_bytes(text[i : i + 1]) and union.accept_bytes(text[i : i + 1])
+
+
 @pytest.mark.parametrize("dialect", list(DIALECTS))
 def test_none_cannot_open_a_call_with_the_marker(dialect):
     d = DIALECTS[dialect]

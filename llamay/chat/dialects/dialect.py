@@ -145,7 +145,13 @@ class CallGrammar:
             self._rest.append(Ref(f"call_rest_{i}"))
         # one head for every tool: the automaton carries a single configuration until the names part
         named = [seq(literal(name), rest) for name, rest in zip(self.names, self._rest, strict=True)]
-        g.define("call", seq(literal("{"), jg.WS, literal('"name"'), jg.WS, literal(":"), jg.WS, alt(*named)))
+        g.define("call_body", seq(jg.WS, literal('"name"'), jg.WS, literal(":"), jg.WS, alt(*named)))
+        # The brace stays at each use of "call". Once the union outgrows the lowering's limit on a
+        # rule copied to several places (limits.SHARE_STATES) the body is a frame, and a frame that
+        # began with the brace would be entered ahead of it: after ``[`` or a fence the set would
+        # hold the whitespace run beside the entered frame, two configurations where one tool has
+        # one, stepped for every long whitespace token the mask cache leaves undecided.
+        g.define("call", seq(literal("{"), Ref("call_body")))
         g.define("group", alt(*self._groups()))
         if parallel:
             self.after = star(seq(jg.WS, Ref("group")))
