@@ -109,7 +109,7 @@ class Model:
         json: bool | str = False,
         tools: Sequence[Mapping[str, Any]] | None = None,
         tool_choice: Any = "auto",
-        parallel_tool_calls: bool = True,
+        parallel_tool_calls: bool | None = None,
         max_tokens: int | None = 256,
         temperature: float = 0.0,
         top_p: float = 1.0,
@@ -124,8 +124,10 @@ class Model:
         At most one constraint (``schema``, ``grammar``, ``lexicon``, ``json``: ``True`` for any
         JSON value, ``"object"`` for an object); ``tools`` with ``tool_choice`` other than
         ``"none"`` is a constraint of its own, which ``schema`` or ``json`` may join: the answer is
-        then calls or that document, each constrained. ``max_tokens=None`` runs until the context is
-        full. Raises ``SchemaError`` / ``GrammarError`` for a refused constraint and
+        then calls or that document, each constrained. ``parallel_tool_calls``: None as the model's
+        dialect writes calls (several, or one per turn in Llama 3's), False one call, True several
+        (one and a warning where the dialect's format holds one). ``max_tokens=None`` runs until
+        the context is full. Raises ``SchemaError`` / ``GrammarError`` for a refused constraint and
         ``UsageError`` for misuse, before any token is generated.
         """
         tool_list = normalize_tools(tools)
@@ -195,7 +197,7 @@ class Model:
             document = {"schema": schema} if schema is not None else {"json": json_} if json_ else {}
             if document.get("json") not in (None, True, "object"):
                 raise UsageError(f'json must be True (any JSON value) or "object", got {json_!r}')
-            key = ("tools", self.dialect.name, mode, name, bool(parallel), _canonical(specs), _canonical(document))
+            key = ("tools", self.dialect.name, mode, name, parallel, _canonical(specs), _canonical(document))
             return self._cached(key, lambda: _compile_tools(specs, mode, name, parallel, self.dialect,
                                                              self.backend.vocab, document))
         if schema is not None:

@@ -37,7 +37,7 @@ def compile_tool_calls(
     mode: str,
     *,
     name: str | None = None,
-    parallel: bool = True,
+    parallel: bool | None = None,
     whitespace_budget: int | None = 64,
     dialect: Dialect = HERMES,
     vocab: Vocabulary | None = None,
@@ -52,6 +52,9 @@ def compile_tool_calls(
     ``vocab``, a marker that is one of its tokens is that token (match the grammar with
     ``Markers(dialect, vocab).vocab``); without, markers are their text. ``schema`` or ``json``
     (``True``, or ``"object"``) make ``auto``'s answer either calls or that document, not prose.
+    ``parallel``: None as the dialect writes calls (several, or one per turn in Llama 3's), False
+    one call, True several where the dialect's format holds them (where it does not, one and a
+    warning).
     """
     if mode not in MODES:
         raise UsageError(f"unknown tool_choice mode {mode!r}")

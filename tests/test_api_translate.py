@@ -175,6 +175,16 @@ def test_openai_tools_pass_through():
     assert r.chat["parallel_tool_calls"] is False and r.constraint_kind == "tools"
 
 
+@pytest.mark.parametrize("fields, parallel", [({}, None), ({"parallel_tool_calls": None}, None),
+                                              ({"parallel_tool_calls": True}, True),
+                                              ({"parallel_tool_calls": False}, False)])
+def test_openai_parallel_tool_calls_left_out_is_left_to_the_models_dialect(fields, parallel):
+    """Absent is not asked for: Llama 3's dialect then makes its one call without a warning."""
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": WEATHER}}]
+    r = openai.chat_request(body(model="m", messages=USER, tools=tools, **fields))
+    assert r.chat["parallel_tool_calls"] is parallel
+
+
 def test_ollama_raw_generate_continues_the_prompt_as_it_is():
     r = ollama.generate_request(body(model="m", prompt="Once upon", raw=True))
     assert r.chat["prompt"] == "Once upon" and "messages" not in r.chat and r.warnings == []
@@ -213,12 +223,14 @@ def test_anthropic_blocks_become_openai_messages():
     ]
 
 
+# Anthropic can only disable parallel calls: otherwise None, as the model's dialect allows
 @pytest.mark.parametrize("choice, expect, parallel", [
-    (None, "auto", True),
+    (None, "auto", None),
     ({"type": "auto", "disable_parallel_tool_use": True}, "auto", False),
-    ({"type": "any"}, "required", True),
-    ({"type": "none"}, "none", True),
-    ({"type": "tool", "name": "get_weather"}, {"type": "function", "function": {"name": "get_weather"}}, True),
+    ({"type": "auto", "disable_parallel_tool_use": False}, "auto", None),
+    ({"type": "any"}, "required", None),
+    ({"type": "none"}, "none", None),
+    ({"type": "tool", "name": "get_weather"}, {"type": "function", "function": {"name": "get_weather"}}, None),
 ])
 def test_anthropic_tools_and_tool_choice(choice, expect, parallel):
     tools = [{"name": "get_weather", "description": "Weather", "input_schema": WEATHER, "cache_control": None}]

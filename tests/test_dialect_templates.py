@@ -224,6 +224,8 @@ FOREIGN = {
         "a list": '[{"name": "add", "parameters": {"a": 1, "b": 2}}]',
         "an unoffered tool": '{"name": "delete_everything", "parameters": {}}',
         "arguments off the schema": '{"name": "add", "parameters": {"a": "one", "b": 2}}',
+        "a second call in the turn": '{"name": "add", "parameters": {"a": 1, "b": 2}}\n'
+                                     '{"name": "get_weather", "parameters": {"city": "Pune"}}',
     },
     "mistral": {
         "Granite's marker": '<|tool_call|>[{"name": "add", "arguments": {"a": 1, "b": 2}}]',
@@ -254,9 +256,11 @@ def test_required_refuses_what_is_not_the_dialects_call_of_an_offered_tool(llama
 
 @pytest.mark.parametrize("family", FOREIGN)
 def test_required_accepts_the_dialects_own_calls(llama3_vocab, family):
-    grammar, vocab = tool_grammar(model(llama3_vocab, family), "required")
+    m = model(llama3_vocab, family)
+    grammar, vocab = tool_grammar(m, "required")
     matcher = Matcher(grammar, vocab)
-    assert matcher.accept_bytes(CANONICAL[family].removeprefix(b"Sure. ")) and matcher.is_accepting()
+    turn = m.dialect.write_calls([{"name": name, "arguments": arguments} for name, arguments in TURN[family]])
+    assert matcher.accept_bytes(turn.encode()) and matcher.is_accepting()
 
 # -- calls through Model.chat on the fixture ---------------------------------------------------------
 
@@ -268,9 +272,9 @@ CHATS = {
     "llama3 bare object": ("llama3", b'{"name": "add", "parameters": {"a": 1, "b": 2}}', {}, "", [ADD_CALL]),
     "llama3 bare object, required": ("llama3", b'{"name": "add", "parameters": {"a": 1, "b": 2}}',
                                      {"tool_choice": "required"}, "", [ADD_CALL]),
-    "llama3 prose then two objects": (
+    "llama3 prose then two objects: one call per turn": (
         "llama3", b'Sure. {"name": "add", "parameters": {"a": 1, "b": 2}}\n'
-                  b'{"name": "get_weather", "parameters": {"city": "Pune"}}', {}, "Sure.", [ADD_CALL, PUNE_CALL]),
+                  b'{"name": "get_weather", "parameters": {"city": "Pune"}}', {}, "Sure.", [ADD_CALL]),
     "llama3 two objects, parallel_tool_calls false": (
         "llama3", b'{"name": "add", "parameters": {"a": 1, "b": 2}}\n'
                   b'{"name": "get_weather", "parameters": {"city": "Pune"}}', {"parallel_tool_calls": False}, "",
@@ -334,7 +338,7 @@ TAGGED = {
     "auto": (ADD_PARAMETERS, {}, [ADD_CALL]),
     "required": (ADD_PARAMETERS, {"tool_choice": "required"}, [ADD_CALL]),
     "named": (ADD_PARAMETERS, {"tool_choice": {"type": "function", "function": {"name": "add"}}}, [ADD_CALL]),
-    "parallel": (TWO_PARAMETERS, {}, [ADD_CALL, PUNE_CALL]),
+    "two objects: one call per turn": (TWO_PARAMETERS, {}, [ADD_CALL]),
     "parallel_tool_calls false": (TWO_PARAMETERS, {"parallel_tool_calls": False}, [ADD_CALL]),
 }
 
@@ -355,7 +359,7 @@ def test_llama3_python_tag_spelled_as_text_opens_nothing(llama3_vocab):
     assert r.tool_calls == [] and PYTHON_TAG not in r.text
 
 
-#: family -> its canonical form of two calls after some prose
+#: family -> its canonical form of two calls after some prose: what the fixture tries to write
 CANONICAL = {
     "llama3": b'Sure. {"name": "add", "parameters": {"a": 1, "b": 2}}\n'
               b'{"name": "get_weather", "parameters": {"city": "Pune"}}',
@@ -364,6 +368,8 @@ CANONICAL = {
     "granite": b'Sure. <|tool_call|>[{"name": "add", "arguments": {"a": 1, "b": 2}}, '
                b'{"name": "get_weather", "arguments": {"city": "Pune"}}]',
 }
+#: family -> the calls a turn of CANONICAL comes back with: Llama 3's format holds one call per turn
+TURN = {"llama3": [ADD_CALL], "mistral": [ADD_CALL, PUNE_CALL], "granite": [ADD_CALL, PUNE_CALL]}
 
 
 @pytest.mark.parametrize("family", CANONICAL)
@@ -371,10 +377,10 @@ def test_streaming_gives_text_deltas_then_whole_calls(llama3_vocab, family):
     events = list(model(llama3_vocab, family, CANONICAL[family]).chat(ASK, tools=TOOLS, max_tokens=100, stream=True))
     kinds = [type(e) for e in events]
     first_call = kinds.index(ToolCall)
-    assert set(kinds[:first_call]) == {TextDelta} and kinds[first_call:] == [ToolCall, ToolCall, Done]
+    assert set(kinds[:first_call]) == {TextDelta} and kinds[first_call:] == [ToolCall] * len(TURN[family]) + [Done]
     texts = [e.text for e in events if isinstance(e, TextDelta)]
     assert "".join(texts) == "Sure." and not any(c in t for t in texts for c in "{[<")
-    assert calls_of(e for e in events if isinstance(e, ToolCall)) == [ADD_CALL, PUNE_CALL]
+    assert calls_of(e for e in events if isinstance(e, ToolCall)) == TURN[family]
     assert events[-1].finish_reason == "tool_calls"
 
 
@@ -382,6 +388,15 @@ def test_llama3_streaming_with_the_python_tag(llama3_vocab):
     m = model(llama3_vocab, "llama3", ADD_PARAMETERS, tag=True)
     events = list(m.chat(ASK, tools=TOOLS, max_tokens=60, stream=True))
     assert [type(e) for e in events] == [ToolCall, Done] and calls_of(events[:1]) == [ADD_CALL]
+
+
+@pytest.mark.parametrize("family", CANONICAL)
+def test_parallel_tool_calls_true_gives_what_the_format_holds_and_says_so_where_that_is_one_call(llama3_vocab, family):
+    r = model(llama3_vocab, family, CANONICAL[family]).chat(ASK, tools=TOOLS, parallel_tool_calls=True, max_tokens=100)
+    assert (r.text, calls_of(r.tool_calls), r.finish_reason) == ("Sure.", TURN[family], "tool_calls")
+    one_per_turn = not DIALECTS[family].parallel
+    assert r.warnings == (["parallel tool calls are not made: the llama3 dialect's format holds one call per turn"
+                           " (its chat templates refuse more)"] if one_per_turn else [])
 
 
 @pytest.mark.parametrize("family", ["mistral", "granite"])
@@ -444,13 +459,21 @@ def test_openai_returns_the_dialects_calls_as_tool_calls(servers, family):
     assert choice.finish_reason == "tool_calls" and choice.message.content == "Sure."
     calls = choice.message.tool_calls
     assert [(c.type, c.function.name, json.loads(c.function.arguments)) for c in calls] == [
-        ("function", *ADD_CALL), ("function", *PUNE_CALL)]
+        ("function", *call) for call in TURN[family]]
     assert all(id_shape(FAMILIES[family]).fullmatch(c.id) for c in calls)
     with oai.chat.completions.stream(model="default", messages=ASK, tools=TOOLS, max_tokens=100) as stream:
         final = stream.get_final_completion()
     streamed = final.choices[0].message
     assert streamed.content == "Sure." and final.choices[0].finish_reason == "tool_calls"
-    assert [(c.function.name, json.loads(c.function.arguments)) for c in streamed.tool_calls] == [ADD_CALL, PUNE_CALL]
+    assert [(c.function.name, json.loads(c.function.arguments)) for c in streamed.tool_calls] == TURN[family]
+
+
+def test_openai_parallel_tool_calls_true_on_llama3_gives_one_call_and_says_why(servers):
+    oai = openai_client(servers("llama3"))
+    r = oai.chat.completions.create(model="default", messages=ASK, tools=TOOLS, parallel_tool_calls=True,
+                                    max_tokens=100)
+    assert [c.function.name for c in r.choices[0].message.tool_calls] == ["add"]
+    assert any("one call per turn" in w for w in r.llamay_warnings)
 
 
 @pytest.mark.parametrize("family", API_FAMILIES)
@@ -470,14 +493,15 @@ def test_openai_round_trip_renders_the_call_and_its_result(servers, family):
 def test_anthropic_returns_the_dialects_calls_as_tool_use_blocks(servers, family):
     claude = anthropic_client(servers(family))
     m = claude.messages.create(model="default", max_tokens=100, messages=ASK, tools=ANTHROPIC_TOOLS)
-    assert m.stop_reason == "tool_use" and [b.type for b in m.content] == ["text", "tool_use", "tool_use"]
+    assert m.stop_reason == "tool_use" and [b.type for b in m.content] == ["text"] + ["tool_use"] * len(TURN[family])
     assert m.content[0].text == "Sure."
-    assert [(b.name, b.input) for b in m.content[1:]] == [ADD_CALL, PUNE_CALL]
-    assert all(b.id.startswith("toolu_") for b in m.content[1:]) and m.content[1].id != m.content[2].id
+    assert [(b.name, b.input) for b in m.content[1:]] == TURN[family]
+    ids = [b.id for b in m.content[1:]]
+    assert all(i.startswith("toolu_") for i in ids) and len(set(ids)) == len(ids)
     with claude.messages.stream(model="default", max_tokens=100, messages=ASK, tools=ANTHROPIC_TOOLS) as stream:
         final = stream.get_final_message()
     assert final.stop_reason == "tool_use"
-    assert [(b.name, b.input) for b in final.content if b.type == "tool_use"] == [ADD_CALL, PUNE_CALL]
+    assert [(b.name, b.input) for b in final.content if b.type == "tool_use"] == TURN[family]
 
 
 @pytest.mark.parametrize("family", API_FAMILIES)
@@ -497,11 +521,11 @@ def test_ollama_returns_the_dialects_calls_as_tool_calls(servers, family):
     olm = ollama_client(servers(family))
     r = olm.chat(model="default", messages=ASK, tools=TOOLS, options={"num_predict": 100})
     assert r.done and r.message.content == "Sure."
-    assert [(c.function.name, dict(c.function.arguments)) for c in r.message.tool_calls] == [ADD_CALL, PUNE_CALL]
+    assert [(c.function.name, dict(c.function.arguments)) for c in r.message.tool_calls] == TURN[family]
     parts = list(olm.chat(model="default", messages=ASK, tools=TOOLS, options={"num_predict": 100}, stream=True))
     assert "".join(p.message.content for p in parts) == "Sure." and parts[-1].done
     streamed = [c for p in parts for c in p.message.tool_calls or []]
-    assert [(c.function.name, dict(c.function.arguments)) for c in streamed] == [ADD_CALL, PUNE_CALL]
+    assert [(c.function.name, dict(c.function.arguments)) for c in streamed] == TURN[family]
 
 
 @pytest.mark.parametrize("family", API_FAMILIES)

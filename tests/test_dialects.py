@@ -104,6 +104,17 @@ def test_parallel_false_allows_one_call(dialect):
     assert not accepts(one, call + "\n" + call)
 
 
+@pytest.mark.parametrize("parallel", [None, True], ids=["parallel unsaid", "parallel asked"])
+@pytest.mark.parametrize("dialect", list(DIALECTS))
+def test_several_calls_only_where_the_dialects_format_holds_them_and_a_warning_where_asked_in_vain(dialect, parallel):
+    """Llama 3's templates render one call per turn; the others several."""
+    d = DIALECTS[dialect]
+    grammar = compile_tool_calls(TOOLS, "required", dialect=d, parallel=parallel)
+    call = f'{{"name": "add", "{d.arguments_key}": {{"a": 2, "b": 40}}}}'
+    assert accepts(grammar, call + "\n" + call) == d.parallel == (dialect != "llama3")
+    assert len(grammar.warnings) == (parallel is True and not d.parallel)
+
+
 #: three tools whose union outgrows what the lowering copies to each use of a rule (limits.SHARE_STATES)
 UNION = [
     {"name": "get_weather", "parameters": {"type": "object", "properties": {

@@ -149,7 +149,9 @@ def _result_text(content: Any, where: str) -> str:
 def _tools(tools: list[Any] | None, choice: Body | None) -> dict[str, Any]:
     """Anthropic ``tools`` / ``tool_choice`` as the OpenAI shapes the engine takes."""
     kind = choice.get("type", str, required=True) if choice is not None else "auto"
-    parallel = not (choice.get("disable_parallel_tool_use", bool, False) if choice is not None else False)
+    # Anthropic can only disable parallel calls: otherwise they are as the model's dialect allows (None)
+    disabled = choice.get("disable_parallel_tool_use", bool, False) if choice is not None else False
+    parallel = False if disabled else None
     if not tools:
         if kind in ("any", "tool"):
             raise bad_field("tool_choice", f'"{kind}" needs tools')

@@ -53,7 +53,7 @@ def chat_request(body: Body) -> GenerateRequest:
     if tools:
         chat["tools"] = tools
         chat["tool_choice"] = body.get("tool_choice", (str, dict), "auto")
-        chat["parallel_tool_calls"] = body.get("parallel_tool_calls", bool, True)
+        chat["parallel_tool_calls"] = body.get("parallel_tool_calls", bool)  # absent: as the model's dialect allows
     else:
         body.ignore("tool_choice", "parallel_tool_calls")
     stream = body.get("stream", bool, False)

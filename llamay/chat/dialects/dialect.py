@@ -18,6 +18,11 @@ the colon; a trigger may fire anywhere in the text. A fenced block ends at its c
 which the grammar requires and the parser consumes. Under ``required`` and a named tool the
 output starts with a call in any of the forms, whichever the model prefers; after a call only
 further calls (when parallel) may follow.
+
+Parallel calls: ``parallel`` None leaves it to the dialect, False allows one call, True asks
+for several. Llama 3's format holds one call per turn (its published templates refuse an
+assistant turn with more, as llama.cpp's grammar and vLLM's template do): there the grammar
+ends after one call, and asking for several says so in a warning.
 """
 
 from __future__ import annotations
@@ -62,6 +67,7 @@ class Dialect:
     open_optional: bool = False  # the bare object is the family's own form; ``open`` may precede it (Llama 3)
     arguments_key: str = "arguments"
     short_ids: bool = False  # 9 alphanumeric characters (Mistral), not ``call_`` and 24 hex digits
+    parallel: bool = True  # several calls in one turn; False where the family's templates render one (Llama 3)
     #: What the tools block says before the call format, where llamay lists the tools itself
     instruction: str = "For each function call, write it in this form:"
 
@@ -125,17 +131,20 @@ class CallGrammar:
     """The constraint for ``tools`` under one ``tool_choice`` mode, in ``dialect`` (see the module docstring)."""
 
     def __init__(self, dialect: Dialect, tools: Sequence[dict], markers: Markers, g: Grammar,
-                 warnings: list[str], parallel: bool) -> None:
+                 warnings: list[str], parallel: bool | None) -> None:
         self.d = dialect
         self.tools = tools
         self.m = markers
         self.g = g
-        self.parallel = parallel
+        self.parallel = (parallel is None or bool(parallel)) and dialect.parallel
         self.names = [json.dumps(t["name"], ensure_ascii=False).encode() for t in tools]
         self._rest: list[Expr] = []
         self.after: Expr = EMPTY
         if not tools:  # ``none``: free text only
             return
+        if parallel and not dialect.parallel:
+            warnings.append(f"parallel tool calls are not made: the {dialect.name} dialect's format holds one call"
+                            " per turn (its chat templates refuse more)")
         for i, tool in enumerate(tools):
             arguments = schema_expr(g, tool.get("parameters", {"type": "object"}), f"/tools/{i}/parameters", warnings)
             g.define(f"call_rest_{i}", seq(
@@ -153,7 +162,7 @@ class CallGrammar:
         # one, stepped for every long whitespace token the mask cache leaves undecided.
         g.define("call", seq(literal("{"), Ref("call_body")))
         g.define("group", alt(*self._groups()))
-        if parallel:
+        if self.parallel:
             self.after = star(seq(jg.WS, Ref("group")))
 
     # -- the forms of a group of calls ----------------------------------------------------------
