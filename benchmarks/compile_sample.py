@@ -37,10 +37,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", type=int, default=400)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--open", action="store_true", help="open objects, unbounded whitespace (the peer harness)")
+    ap.add_argument("--open", action="store_true",
+                    help="open objects, unbounded whitespace, uncapped numbers (the peer harness)")
     args = ap.parse_args()
     limits.COMPILE_SECONDS = float("inf")
-    settings = {"closed_objects": False, "whitespace_budget": None} if args.open else {}
+    settings = {"closed_objects": False, "whitespace_budget": None, "number_digits": None} if args.open else {}
     compiled = states = 0
     for one in sample(args.size, args.seed):
         try:

@@ -23,7 +23,7 @@ SUBSETS = sorted(p.name.removesuffix(".jsonl.gz") for p in (TESTDATA / "jsonsche
     "Glaiveai2K"]  # absent corpus: one id, and the test skips with the reason
 
 
-SETTINGS = {"default": {}, "open": {"closed_objects": False, "whitespace_budget": None}}
+SETTINGS = {"default": {}, "open": {"closed_objects": False, "whitespace_budget": None, "number_digits": None}}
 
 
 @pytest.mark.parametrize("settings", SETTINGS)

@@ -10,6 +10,9 @@ import llamay
 from llamay import testing
 from llamay.schema import compile_json_schema
 
+#: The peer harness's settings: open objects, unbounded whitespace, uncapped numbers.
+OPEN = {"closed_objects": False, "whitespace_budget": None, "number_digits": None}
+
 TOOL_SCHEMA = {
     "type": "object",
     "properties": {
@@ -85,15 +88,15 @@ FIRST_VISIT_CASES = [
 
 def first_visit_tokens(vocab) -> list[tuple[dict, list[int]]]:
     """Each first-visit case's schema and document tokens (tokenized once; not part of the timing)."""
-    return [(schema, greedy_tokens(compile_json_schema(schema, closed_objects=False, whitespace_budget=None),
-                                   vocab, document)) for schema, document in FIRST_VISIT_CASES]  # fmt: skip
+    return [(schema, greedy_tokens(compile_json_schema(schema, **OPEN), vocab, document))
+            for schema, document in FIRST_VISIT_CASES]  # fmt: skip
 
 
 def first_visit_walk(vocab, cases, times: list[float] | None = None) -> None:
-    """Compile each case afresh (open objects, unbounded whitespace) and fill a mask before every token."""
+    """Compile each case afresh (``OPEN``) and fill a mask before every token."""
     mask = llamay.allocate_bitmask(vocab.size)
     for schema, tokens in cases:
-        grammar = compile_json_schema(schema, closed_objects=False, whitespace_budget=None)
+        grammar = compile_json_schema(schema, **OPEN)
         walk_document(llamay.Matcher(grammar, vocab), mask, tokens, vocab.eos_ids[0], times)
 
 

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import json
 from decimal import Decimal, InvalidOperation
-from functools import lru_cache
+from functools import cache, lru_cache
+from typing import NamedTuple
 
+from .errors import UsageError
 from .ir import (
     EMPTY,
     Alt,
@@ -32,7 +34,6 @@ from .ir import (
     merge_ranges,
     optional,
     permanent,
-    plus,
     repeat,
     seq,
     star,
@@ -48,11 +49,55 @@ _DIGIT = byte_range(0x30, 0x39)
 _DIGIT19 = byte_range(0x31, 0x39)
 _HEX = byte_set(b"0123456789abcdefABCDEF")
 
-# "-"? ("0" | [1-9][0-9]*): no leading zero, no "+", never a bare "-".
-INTEGER = permanent(seq(optional(literal("-")), alt(literal("0"), seq(_DIGIT19, star(_DIGIT)))))
-_FRACTION = seq(literal("."), plus(_DIGIT))
-_EXPONENT = seq(byte_set(b"eE"), optional(byte_set(b"+-")), plus(_DIGIT))
-NUMBER = permanent(seq(INTEGER, optional(_FRACTION), optional(_EXPONENT)))
+
+class NumberDigits(NamedTuple):
+    """Caps on a number's digits: before the point, after it, in the exponent (``None``: no cap).
+
+    A model that likes digits writes ``1000000000000…`` until its tokens run out, and JSON sets
+    no length: so the caps end a number the way the whitespace budget ends a document.
+    """
+
+    integer: int | None = 16
+    fraction: int | None = 16
+    exponent: int | None = 3
+
+
+#: The default caps: I-JSON's interoperable range (RFC 7493: IEEE doubles, whose exact integers
+#: reach 2**53, 16 digits, and whose exponents have 3 digits); llama.cpp caps integers alike.
+NUMBER_DIGITS = NumberDigits()
+UNCAPPED = NumberDigits(None, None, None)
+
+
+def number_digits(value) -> NumberDigits:
+    """The caps an API caller passes (three ints or ``None`` each, or ``None`` for no caps), checked."""
+    if value is None:
+        return UNCAPPED
+    try:
+        caps = NumberDigits(*value)
+    except TypeError:
+        raise UsageError(f"number_digits {value!r} is not (integer, fraction, exponent) digits") from None
+    if any(cap is not None and (type(cap) is not int or cap < 1) for cap in caps):
+        raise UsageError(f"number_digits {value!r}: each cap is a positive int or None")
+    return caps
+
+
+# The numbers are built once per cap for the process (as ``ir.permanent`` keeps them anyway).
+
+
+@cache
+def integer(cap: int | None) -> Expr:
+    """``-?(0|[1-9][0-9]*)``, at most ``cap`` digits: no leading zero, no ``+``, never a bare ``-``."""
+    rest = None if cap is None else cap - 1
+    return permanent(seq(optional(literal("-")), alt(literal("0"), seq(_DIGIT19, counted(_DIGIT, 0, rest)))))
+
+
+@cache
+def number(caps: NumberDigits) -> Expr:
+    """A JSON number within ``caps``: an integer part, an optional fraction, an optional exponent."""
+    fraction = seq(literal("."), counted(_DIGIT, 1, caps.fraction))
+    exponent = seq(byte_set(b"eE"), optional(byte_set(b"+-")), counted(_DIGIT, 1, caps.exponent))
+    return permanent(seq(integer(caps.integer), optional(fraction), optional(exponent)))
+
 
 # Characters that may appear raw inside a JSON string: everything but '"', '\' and C0 controls.
 _RAW_RANGES = ((0x20, 0x21), (0x23, 0x5B), (0x5D, MAX_CODE_POINT))
@@ -215,7 +260,7 @@ def dumps(value) -> str:
     return _ENCODER.encode(value)
 
 
-def number_literal(value: int | float, *, integer_only: bool = False) -> list:
+def number_literal(value: int | float, *, integer_only: bool = False, fraction_digits: int | None = None) -> list:
     """The spellings of ``value`` as literal tokens: bytes (ints) and ``Expr`` pieces.
 
     JSON Schema compares numbers by value, so ``const: 2`` admits ``2.0``. The exponent-free
@@ -223,8 +268,9 @@ def number_literal(value: int | float, *, integer_only: bool = False) -> list:
     zero, vary), so they are matched exactly: ``2(.0+)?``, ``2.50*``, ``-?0(.0+)?``. Spellings
     with an exponent are left out except the canonical one, because matching all of them would
     couple the exponent to the digit count. ``integer_only`` keeps integer values free of a
-    fraction (the canonical form for ``type: integer``). Fixed bytes stay separate tokens so
-    that enum literals can share a byte trie.
+    fraction (the canonical form for ``type: integer``). ``fraction_digits`` caps the trailing
+    zeros (``NumberDigits.fraction``; a value that needs more fraction digits has none added).
+    Fixed bytes stay separate tokens so that enum literals can share a byte trie.
     """
     canonical = dumps(value)
     try:
@@ -235,9 +281,10 @@ def number_literal(value: int | float, *, integer_only: bool = False) -> list:
         return list(canonical.encode())
     digits = text.lstrip("-")
     if "." in digits:
-        tail = star(literal("0"))
+        used = len(digits) - digits.index(".") - 1
+        tail = counted(literal("0"), 0, None if fraction_digits is None else max(fraction_digits - used, 0))
     else:
-        tail = EMPTY if integer_only else optional(seq(literal("."), plus(literal("0"))))
+        tail = EMPTY if integer_only else optional(seq(literal("."), counted(literal("0"), 1, fraction_digits)))
     sign = [optional(literal("-"))] if digits == "0" else list(b"-" if text.startswith("-") else b"")
     tokens = [*sign, *digits.encode(), tail]
     if "e" not in canonical:
@@ -249,11 +296,15 @@ def number_literal(value: int | float, *, integer_only: bool = False) -> list:
 _MAX_PLAIN_DIGITS = 400
 
 
-def define_any_value(grammar: Grammar) -> Ref:
-    """Define (once per grammar) the recursive rules ``json_value``, ``json_object`` and ``json_array``."""
+def define_any_value(grammar: Grammar, caps: NumberDigits = NUMBER_DIGITS) -> Ref:
+    """Define (once per grammar) the recursive rules ``json_value``, ``json_object`` and ``json_array``.
+
+    Their numbers are within ``caps``: one grammar has one setting of the caps.
+    """
     if _ANY_VALUE.name not in grammar.rules:
-        for name, body in _ANY_RULES.items():
-            grammar.define(name, body)
+        grammar.define("json_object", _ANY_OBJECT)
+        grammar.define("json_array", _ANY_ARRAY)
+        grammar.define(_ANY_VALUE.name, _any_value(caps))
     return _ANY_VALUE
 
 
@@ -262,12 +313,14 @@ def container(open_: str, close: str, element: Expr) -> Expr:
     return seq(literal(open_), WS, optional(seq(element, star(seq(literal(","), WS, element)))), literal(close))
 
 
-# The any-JSON rules, built once: their bodies are the same objects in every grammar, so
-# lowering reuses their frames (``ir.permanent``).
+# The any-JSON rules' bodies, built once (the value's once per caps): the same objects in every
+# grammar, so lowering reuses their frames (``ir.permanent``).
 _ANY_VALUE = Ref("json_value")
-_ANY_RULES = {
-    "json_object": permanent(container("{", "}", seq(string(), WS, literal(":"), WS, _ANY_VALUE, WS))),
-    "json_array": permanent(container("[", "]", seq(_ANY_VALUE, WS))),
-    "json_value": permanent(alt(Ref("json_object"), Ref("json_array"), string(), NUMBER, literal("true"),
-                                literal("false"), literal("null"))),
-}
+_ANY_OBJECT = permanent(container("{", "}", seq(string(), WS, literal(":"), WS, _ANY_VALUE, WS)))
+_ANY_ARRAY = permanent(container("[", "]", seq(_ANY_VALUE, WS)))
+
+
+@cache
+def _any_value(caps: NumberDigits) -> Expr:
+    return permanent(alt(Ref("json_object"), Ref("json_array"), string(), number(caps), literal("true"),
+                         literal("false"), literal("null")))

@@ -21,6 +21,9 @@ unbounded residue loop) or would nest too deep (a long ladder). The IR is linear
 of the bounds, times the residue states for ``multipleOf``; the ``[0-9]{k}`` tails of a ladder
 are copied per branch, so a 19-digit bound lowers to about 200 automaton states.
 
+Caps on the digits (``json_grammar.NumberDigits``, so that a number cannot run away) end the
+lengths of an unbounded range's last piece, and the fraction counts its digits up to its cap.
+
 Where exact would be too large, ``NotExact`` names the keyword to drop (and warn about): a bound
 with more than ``MAX_DIGITS`` digits or one whose ladder nests too deep for the lowering, a
 ``multipleOf`` whose product with the bounds passes the state or rule limits. Nothing here is
@@ -91,21 +94,25 @@ class NotExact(ValueError):
         self.reason = reason
 
 
-def integer_range(grammar: Grammar, lo: int | None, hi: int | None, multiple_of: int = 1) -> Expr | None:
+def integer_range(
+    grammar: Grammar, lo: int | None, hi: int | None, multiple_of: int = 1, integer_digits: int | None = None
+) -> Expr | None:
     """JSON integers ``n`` with ``lo <= n <= hi`` (``None``: unbounded) and ``n % multiple_of == 0``.
 
-    Spelled canonically (``-?(0|[1-9][0-9]*)``, as ``json_grammar.INTEGER``); ``-0`` is admitted
+    Spelled canonically (``-?(0|[1-9][0-9]*)``, as ``json_grammar.integer``); ``-0`` is admitted
     exactly when 0 is. ``None`` when no integer qualifies. ``1 <= multiple_of <= MAX_MODULUS``.
+    ``integer_digits`` caps the digits (``json_grammar.NumberDigits``), raised as ``_caps`` says.
     Raises ``NotExact`` naming the keyword to drop when the exact automaton passes a limit: a
     bound of more than ``MAX_DIGITS`` digits or nesting past ``_MAX_NESTING``, a modulus whose
-    product with the bounds passes ``MAX_DFA_STATES`` or ``_MAX_RULES``. Retry without it.
+    product with the bounds (or the cap) passes ``MAX_DFA_STATES`` or ``_MAX_RULES``. Retry
+    without it (or without the cap).
     """
     if not 1 <= multiple_of <= MAX_MODULUS:
         raise ValueError(f"multiple_of {multiple_of} is outside 1..{MAX_MODULUS}")
     low = None if lo is None else _exact(Decimal(_checked_int(lo, "minimum")), "minimum")
     high = None if hi is None else _exact(Decimal(_checked_int(hi, "maximum")), "maximum")
     multiple = _Multiple(multiple_of, 0) if multiple_of > 1 else None
-    return _signed(grammar, low, False, high, False, False, multiple)
+    return _signed(grammar, low, False, high, False, False, multiple, _caps(integer_digits, None, low, high, multiple))
 
 
 def number_range(
@@ -115,13 +122,17 @@ def number_range(
     hi: Decimal | None,
     hi_exclusive: bool,
     multiple_of: Decimal | None = None,
+    integer_digits: int | None = None,
+    fraction_digits: int | None = None,
 ) -> Expr | None:
     """JSON numbers whose value lies in the range (and is a multiple of ``multiple_of``), exactly.
 
     Spellings: ``-?(0|[1-9][0-9]*)(\\.[0-9]+)?``, trailing fraction zeros allowed (``1.50`` is 1.5),
     ``-0`` (and ``-0.0``) exactly when 0 is in range. Exponent forms are not admitted: sound, and
     generation writes plain decimals. ``multiple_of`` must pass ``supported_multiple``. ``None``
-    when no number qualifies. Raises ``NotExact`` as ``integer_range`` does.
+    when no number qualifies. ``integer_digits`` and ``fraction_digits`` cap the digits before
+    and after the point (``json_grammar.NumberDigits``), raised as ``_caps`` says. Raises
+    ``NotExact`` as ``integer_range`` does.
     """
     low = None if lo is None else _exact(lo, "minimum")
     high = None if hi is None else _exact(hi, "maximum")
@@ -130,7 +141,8 @@ def number_range(
         multiple = _scaled(multiple_of)
         if multiple is None:
             raise NotExact("multipleOf", f"{multiple_of} is not m * 10**-s with m <= {MAX_MODULUS}")
-    return _signed(grammar, low, lo_exclusive, high, hi_exclusive, True, multiple)
+    caps = _caps(integer_digits, fraction_digits, low, high, multiple)
+    return _signed(grammar, low, lo_exclusive, high, hi_exclusive, True, multiple, caps)
 
 
 def supported_multiple(d: Decimal) -> bool:
@@ -151,6 +163,26 @@ class _Bound(NamedTuple):
     digits: str
     fraction: str
     exclusive: bool
+
+
+class _Caps(NamedTuple):
+    """The most digits a magnitude has before and after the point (``None``: any number)."""
+
+    integer: int | None
+    fraction: int | None
+
+
+def _caps(integer: int | None, fraction: int | None, low, high, multiple: _Multiple | None) -> _Caps:
+    """The caps, raised to one digit more than either bound spells, before and after the point,
+    and to the multiple's fraction digits: an explicit bound outranks a cap that is there for
+    unbounded numbers. The digit more leaves room for a value past an exclusive bound, or for the
+    next multiple past a bound, so a range with values keeps some."""
+    spelled = [_bound(b.copy_abs(), False) for b in (low, high) if b is not None]
+    if integer is not None:
+        integer = max([integer] + [len(b.digits) + 1 for b in spelled])
+    if fraction is not None:
+        fraction = max([fraction, 0 if multiple is None else multiple.scale] + [len(b.fraction) + 1 for b in spelled])
+    return _Caps(integer, fraction)
 
 
 class _Multiple(NamedTuple):
@@ -200,7 +232,7 @@ def _exact(d: Decimal, keyword: str) -> Decimal:
 _MIRRORED = {"minimum": "maximum", "maximum": "minimum"}
 
 
-def _signed(grammar, lo, lo_ex, hi, hi_ex, fraction, multiple) -> Expr | None:
+def _signed(grammar, lo, lo_ex, hi, hi_ex, fraction, multiple, caps: _Caps) -> Expr | None:
     """``-``? magnitude: the values ``>= 0`` spelled plainly, the others (and ``-0``) after a minus.
 
     A minus with magnitude 0 is the value 0, so the negative half includes magnitude 0 exactly
@@ -210,12 +242,12 @@ def _signed(grammar, lo, lo_ex, hi, hi_ex, fraction, multiple) -> Expr | None:
     pos = neg = None
     if hi is None or hi >= 0:
         low, low_ex = (lo, lo_ex) if lo is not None and lo >= 0 else (zero, False)
-        pos = _magnitude(grammar, low, low_ex, hi, hi_ex, fraction, multiple)
+        pos = _magnitude(grammar, low, low_ex, hi, hi_ex, fraction, multiple, caps)
     if lo is None or lo <= 0:
         low, low_ex = (hi.copy_negate(), hi_ex) if hi is not None and hi <= 0 else (zero, False)
         high = None if lo is None else lo.copy_negate()
         try:
-            neg = _magnitude(grammar, low, low_ex, high, lo_ex, fraction, multiple)
+            neg = _magnitude(grammar, low, low_ex, high, lo_ex, fraction, multiple, caps)
         except NotExact as exc:  # the negative magnitudes' lower bound is the schema's maximum
             raise NotExact(_MIRRORED.get(exc.keyword, exc.keyword), exc.reason) from None
     if neg is None:
@@ -225,11 +257,14 @@ def _signed(grammar, lo, lo_ex, hi, hi_ex, fraction, multiple) -> Expr | None:
     return seq(optional(literal("-")), pos) if pos == neg else alt(pos, seq(literal("-"), neg))
 
 
-def _magnitude(grammar, low, low_ex, high, high_ex, fraction, multiple) -> Ref | None:
+def _magnitude(grammar, low, low_ex, high, high_ex, fraction, multiple, caps: _Caps) -> Ref | None:
     """The rule for magnitudes in the range, defined in ``grammar`` once per distinct range."""
     if high is not None and (low > high or (low == high and (low_ex or high_ex))):
         return None
-    rules = _magnitude_rules(_bound(low, low_ex), None if high is None else _bound(high, high_ex), fraction, multiple)
+    # only an unbounded range needs the integer cap, and only numbers have a fraction to cap
+    caps = _Caps(caps.integer if high is None else None, caps.fraction if fraction else None)
+    rules = _magnitude_rules(_bound(low, low_ex), None if high is None else _bound(high, high_ex), fraction, multiple,
+                             caps)
     if rules is None:
         return None
     for name, expr in rules:
@@ -248,7 +283,7 @@ def _bound(d: Decimal, exclusive: bool) -> _Bound:
     return _Bound("0", "0" * -point + mantissa, exclusive)
 
 
-def _name(low: _Bound, high: _Bound | None, fraction: bool, multiple: _Multiple | None) -> str:
+def _name(low: _Bound, high: _Bound | None, fraction: bool, multiple: _Multiple | None, caps: _Caps) -> str:
     """A rule name that is the range itself, so equal ranges share rules and others never collide."""
 
     def value(b: _Bound) -> str:
@@ -262,7 +297,8 @@ def _name(low: _Bound, high: _Bound | None, fraction: bool, multiple: _Multiple 
     kind = "dec" if fraction else "int"
     upper = "inf)" if high is None else value(high) + (")" if high.exclusive else "]")
     step = "" if multiple is None else f"*{multiple.modulus}e-{multiple.scale}"
-    return f"num:{kind}{'(' if low.exclusive else '['}{value(low)},{upper}{step}"
+    capped = "" if caps == (None, None) else f"/{caps.integer or ''}.{caps.fraction or ''}"
+    return f"num:{kind}{'(' if low.exclusive else '['}{value(low)},{upper}{step}{capped}"
 
 
 # --------------------------------------------------------------------------- pieces and their DFAs
@@ -281,10 +317,11 @@ class _Piece(NamedTuple):
     high: str | None
 
 
-def _pieces(low: str, high: str | None) -> list[_Piece]:
-    """The lower bound's length, the lengths strictly between, the upper bound's length."""
+def _pieces(low: str, high: str | None, cap: int | None) -> list[_Piece]:
+    """The lower bound's length, the lengths strictly between, the upper bound's length (or ``cap``)."""
     if high is None:
-        return [_Piece(len(low), len(low), low, None), _Piece(len(low) + 1, None, None, None)]
+        longer = [_Piece(len(low) + 1, cap, None, None)] if cap is None or cap > len(low) else []
+        return [_Piece(len(low), len(low), low, None), *longer]
     if len(low) == len(high):
         return [_Piece(len(low), len(low), low, high)]
     middle = [_Piece(len(low) + 1, len(high) - 1, None, None)] if len(high) - len(low) > 1 else []
@@ -303,16 +340,16 @@ class _OverBudget(Exception):
 
 
 @lru_cache(maxsize=256)
-def _magnitude_rules(low: _Bound, high: _Bound | None, fraction: bool, multiple: _Multiple | None):
+def _magnitude_rules(low: _Bound, high: _Bound | None, fraction: bool, multiple: _Multiple | None, caps: _Caps):
     """``(name, expr)`` pairs, the range's own rule first; ``None`` when no magnitude qualifies."""
-    name = _name(low, high, fraction, multiple)
+    name = _name(low, high, fraction, multiple, caps)
     residues = None if multiple is None else _residue_dfa(multiple.modulus)
     budget = MAX_DFA_STATES
     pieces: list[Expr] = []
     rules: list[tuple[str, Expr]] = []
-    for i, piece in enumerate(_pieces(low.digits, None if high is None else high.digits)):
+    for i, piece in enumerate(_pieces(low.digits, None if high is None else high.digits, caps.integer)):
         try:
-            explored = _explore(_Reader(piece, low, high, fraction, residues, multiple), budget)
+            explored = _explore(_Reader(piece, low, high, fraction, residues, multiple, caps.fraction), budget)
             budget -= len(explored.accept)
             dfa = _minimize(explored)
             if dfa is not None:
@@ -334,10 +371,12 @@ class _Reader:
     Keys: ``("i", digits read, low tight, high tight, residue)`` in the integer part,
     ``("z", low tight, high tight, residue)`` after an integer part ``0``, ``("p", ...)`` right
     after the point and ``("f", low, high, residue, fraction digits)`` in the fraction, where a
-    fraction tracker is the position matched so far in the bound's fraction, or ``_FREE``.
+    fraction tracker is the position matched so far in the bound's fraction, or ``_FREE``. The
+    fraction digits are counted up to the multiple's scale, or to the cap ``max_fraction``.
     """
 
-    def __init__(self, piece: _Piece, low: _Bound, high: _Bound | None, fraction: bool, residues, multiple):
+    def __init__(self, piece: _Piece, low: _Bound, high: _Bound | None, fraction: bool, residues, multiple,
+                 max_fraction: int | None):
         self.piece = piece
         self.low_digits = None if piece.low is None else [int(c) for c in piece.low]
         self.high_digits = None if piece.high is None else [int(c) for c in piece.high]
@@ -348,6 +387,7 @@ class _Reader:
         self.fraction = fraction
         self.residues = residues
         self.scale = 0 if multiple is None else multiple.scale
+        self.max_fraction = max_fraction
         self.padded: dict[tuple[int, int], bool] = {}
 
     def start(self) -> tuple:
@@ -403,6 +443,8 @@ class _Reader:
 
     def fraction_digit(self, key: tuple, d: int) -> tuple | None:
         _, low, high, residue, used = key
+        if used == self.max_fraction:
+            return None
         if low != _FREE:
             bound = self.low_fraction
             if low < len(bound) and d < bound[low]:
@@ -415,9 +457,11 @@ class _Reader:
             high = high + 1 if high < len(bound) and d == bound[high] else (high if high == len(bound) else _FREE)
         if self.residues is not None:
             if used < self.scale:
-                residue, used = self.residues.trans[residue][d], used + 1
+                residue = self.residues.trans[residue][d]
             elif d:
                 return None  # past the multiple's scale only zeros keep x * 10**scale an integer
+        # uncapped, the count stops at the scale: the states stay finite
+        used = used + 1 if self.max_fraction is not None else min(used + 1, self.scale)
         return ("f", low, high, residue, used)
 
     def final(self, low: int, high: int, residue: int, used: int) -> bool:
@@ -425,7 +469,7 @@ class _Reader:
             return False
         if high == len(self.high_fraction) and self.high_exclusive:
             return False
-        return self.residues is None or self.residue_ok(residue, self.scale - used)
+        return self.residues is None or self.residue_ok(residue, max(self.scale - used, 0))
 
     def residue_ok(self, residue: int, zeros: int) -> bool:
         """Whether the residue state accepts once the fraction is padded to the scale with zeros."""

@@ -103,19 +103,26 @@ class Unsatisfiable(SchemaError):
 
 @gc_paused()
 @budget()
-def compile_json_schema(schema, closed_objects: bool = True, whitespace_budget: int | None = 64) -> CompiledGrammar:
+def compile_json_schema(
+    schema,
+    closed_objects: bool = True,
+    whitespace_budget: int | None = 64,
+    number_digits: tuple[int | None, int | None, int | None] | None = jg.NUMBER_DIGITS,
+) -> CompiledGrammar:
     """Compile ``schema`` (a parsed JSON value) to an automaton; ``.warnings`` lists what it ignores.
 
     ``closed_objects``: an object that declares ``properties`` and says nothing about
     ``additionalProperties`` admits no other key (else three named properties would constrain
     almost nothing); ``False`` restores the specification's open default. ``whitespace_budget``
-    bounds structural whitespace per document (``None``: unbounded). The document starts at its
-    first byte and ends at its last: a model cannot spend tokens on whitespace around it, and
-    once it is complete only EOS is allowed.
+    bounds structural whitespace per document (``None``: unbounded). ``number_digits`` caps the
+    digits of a number before the point, after it and in its exponent (``json_grammar.NumberDigits``;
+    ``None``: uncapped); a bound (``minimum``...) spelled with more digits raises its number's caps.
+    The document starts at its first byte and ends at its last: a model cannot spend tokens on
+    whitespace around it, and once it is complete only EOS is allowed.
     """
     warnings: list[str] = []
     grammar = Grammar()
-    value = schema_expr(grammar, schema, "", warnings, closed_objects=closed_objects)
+    value = schema_expr(grammar, schema, "", warnings, closed_objects=closed_objects, number_digits=number_digits)
     grammar.define("root", value)
     return _lower(grammar, whitespace_budget, warnings)
 
@@ -127,6 +134,7 @@ def schema_expr(
     warnings: list[str],
     *,
     closed_objects: bool = True,
+    number_digits: tuple[int | None, int | None, int | None] | None = jg.NUMBER_DIGITS,
 ) -> Expr:
     """``schema`` as an expression among ``grammar``'s rules, for constraints that embed schemas (tool calls).
 
@@ -134,6 +142,7 @@ def schema_expr(
     ``pointer``; warnings are appended to ``warnings`` (each once). It spends the enclosing
     ``compile_budget.budget()``, the one compile budget of the request.
     """
+    caps = jg.number_digits(number_digits)
     deadline = compile_deadline()
     source = _source(schema)
     legacy = legacy_ref(schema)
@@ -145,7 +154,7 @@ def schema_expr(
         Checker(found, deadline, resolver, legacy).schema(schema, pointer, "schema", 0)
         algebra = Algebra(resolver, legacy, closed_objects, _search, lambda k, p: notes.append((k, p)))
         one = not ids or one_base(source, schema)  # no id anywhere: one base, and no second scan
-        compiler = _Compiler(grammar, closed_objects, deadline, algebra, notes, shared_by_text=one)
+        compiler = _Compiler(grammar, closed_objects, caps, deadline, algebra, notes, shared_by_text=one)
         expr = compiler.value(schema, pointer)
     except RecursionError:
         raise SchemaError("schema nests too deeply to compile", keyword="MAX_DEPTH", pointer=pointer) from None
@@ -155,13 +164,17 @@ def schema_expr(
 
 
 @gc_paused()
-def any_json(object_only: bool = False, whitespace_budget: int | None = 64) -> CompiledGrammar:
-    """Any valid JSON document (an object only, for ``json_object``), whitespace budgeted.
+def any_json(
+    object_only: bool = False,
+    whitespace_budget: int | None = 64,
+    number_digits: tuple[int | None, int | None, int | None] | None = jg.NUMBER_DIGITS,
+) -> CompiledGrammar:
+    """Any valid JSON document (an object only, for ``json_object``), whitespace budgeted, numbers capped.
 
     Like a schema's document, it starts at its first byte and ends at its last.
     """
     grammar = Grammar()
-    value = jg.define_any_value(grammar)
+    value = jg.define_any_value(grammar, jg.number_digits(number_digits))
     grammar.define("root", Ref("json_object") if object_only else value)
     return grammar.compile("root", whitespace_budget=whitespace_budget, warnings=[])
 
@@ -228,10 +241,19 @@ class _Compiler:
     """Pass 2: a checked schema to IR expressions; named rules only where sharing or recursion needs them."""
 
     def __init__(
-        self, grammar: Grammar, closed_objects: bool, deadline: float, algebra: Algebra, notes, *, shared_by_text: bool
+        self,
+        grammar: Grammar,
+        closed_objects: bool,
+        caps: jg.NumberDigits,
+        deadline: float,
+        algebra: Algebra,
+        notes,
+        *,
+        shared_by_text: bool,
     ) -> None:
         self.grammar = grammar
         self.closed_objects = closed_objects
+        self.caps = caps
         self.deadline = deadline
         self.algebra = algebra
         self.notes = notes
@@ -248,7 +270,7 @@ class _Compiler:
         self.notes.append((keyword, pointer))
 
     def any_value(self) -> Ref:
-        return jg.define_any_value(self.grammar)
+        return jg.define_any_value(self.grammar, self.caps)
 
     def value(self, node, pointer: str) -> Expr:
         """The values ``node`` admits; raises ``Unsatisfiable`` when there are none."""
@@ -418,8 +440,12 @@ class _Compiler:
                 self.warn("multipleOf", pointer)
                 bounds["multipleOf"] = 1
         if bounds == {"minimum": None, "maximum": None, "multipleOf": 1}:
-            return jg.INTEGER
-        return self.digits(numeric.integer_range, bounds, {"multipleOf": 1}, pointer)
+            return jg.integer(self.caps.integer)
+
+        def build(grammar, low, high, step, caps):
+            return numeric.integer_range(grammar, low, high, step, caps.integer)
+
+        return self.digits(build, bounds, {"multipleOf": 1}, pointer)
 
     def type_number(self, node: dict, pointer: str) -> Expr:
         lo, lo_ex, hi, hi_ex = _numeric_bounds(node)
@@ -430,23 +456,32 @@ class _Compiler:
                 self.warn("multipleOf", pointer)
                 bounds["multipleOf"] = None
         if lo is None and hi is None and bounds["multipleOf"] is None:
-            return jg.NUMBER
+            return jg.number(self.caps)
 
-        def build(grammar, low, high, step):
-            return numeric.number_range(grammar, *low, *high, step)
+        def build(grammar, low, high, step, caps):
+            return numeric.number_range(grammar, *low, *high, step, caps.integer, caps.fraction)
 
         return self.digits(build, bounds, {"minimum": (None, False), "maximum": (None, False)}, pointer)
 
     def digits(self, build, bounds: dict, unbounded: dict, pointer: str) -> Expr:
-        """A digit automaton for ``bounds``; a bound it cannot hold exactly is dropped and warned."""
+        """A digit automaton for ``bounds``; a bound it cannot hold exactly is dropped and warned.
+
+        The digit caps give way first: they guard against a runaway, a keyword is the schema's
+        own (``multipleOf: 13``: 13 residues times 16 capped digits pass ``numeric``'s rule limit).
+        """
         unbounded = {"minimum": None, "maximum": None, "multipleOf": None, **unbounded}
+        caps = self.caps
         while True:
             try:
-                expr = build(self.grammar, bounds["minimum"], bounds["maximum"], bounds["multipleOf"])
+                expr = build(self.grammar, bounds["minimum"], bounds["maximum"], bounds["multipleOf"], caps)
                 break
             except numeric.NotExact as exc:
+                if caps != jg.UNCAPPED:
+                    caps = jg.UNCAPPED
+                    continue
                 self.warn(exc.keyword, pointer)
                 bounds[exc.keyword] = unbounded[exc.keyword]
+                caps = self.caps
         if expr is None:
             raise Unsatisfiable("no number satisfies the numeric bounds", keyword="minimum", pointer=pointer)
         return expr
@@ -804,7 +839,7 @@ class _Compiler:
         """The literal of ``value`` as bytes and ``Expr`` pieces, keys in ``schema``'s declared order."""
         kind = json_type(value)
         if kind in ("integer", "number"):
-            return jg.number_literal(value, integer_only=self.integer_only(schema))
+            return jg.number_literal(value, integer_only=self.integer_only(schema), fraction_digits=self.caps.fraction)
         if kind == "array":
             parts = [self.tokens(v, _item_schema(schema, i), pointer) for i, v in enumerate(value)]
             return _join(b"[", parts, b"]")

@@ -39,6 +39,7 @@ def compile_tool_calls(
     name: str | None = None,
     parallel: bool | None = None,
     whitespace_budget: int | None = 64,
+    number_digits: tuple[int | None, int | None, int | None] | None = jg.NUMBER_DIGITS,
     dialect: Dialect = HERMES,
     vocab: Vocabulary | None = None,
     schema=None,
@@ -54,7 +55,8 @@ def compile_tool_calls(
     (``True``, or ``"object"``) make ``auto``'s answer either calls or that document, not prose.
     ``parallel``: None as the dialect writes calls (several, or one per turn in Llama 3's), False
     one call, True several where the dialect's format holds them (where it does not, one and a
-    warning).
+    warning). ``whitespace_budget`` and ``number_digits`` are ``compile_json_schema``'s, for the
+    whole constraint.
     """
     if mode not in MODES:
         raise UsageError(f"unknown tool_choice mode {mode!r}")
@@ -65,14 +67,15 @@ def compile_tool_calls(
         tools = [tools[names.index(name)]]
     if mode in ("required", "named") and not tools:
         raise UsageError(f"tool_choice {mode!r} needs at least one tool")
+    caps = jg.number_digits(number_digits)
     g = Grammar()
     warnings: list[str] = []
-    calls = CallGrammar(dialect, tools if mode != "none" else [], Markers(dialect, vocab), g, warnings, parallel)
+    calls = CallGrammar(dialect, tools if mode != "none" else [], Markers(dialect, vocab), g, warnings, parallel, caps)
     document = None
     if schema is not None:
-        document = schema_expr(g, schema, "", warnings)
+        document = schema_expr(g, schema, "", warnings, number_digits=caps)
     elif json:
-        value = jg.define_any_value(g)  # defines json_object too
+        value = jg.define_any_value(g, caps)  # defines json_object too
         document = value if json is True else Ref("json_object")
     if mode in ("required", "named"):
         if document is not None:

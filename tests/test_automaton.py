@@ -339,16 +339,18 @@ def test_a_rule_lowers_alike_whatever_was_lowered_before():
     later rule ``z`` whose body is the integer seemed to call itself and became a frame."""
     from llamay import json_grammar as jg
 
+    integer = jg.integer(jg.NUMBER_DIGITS.integer)
+
     def later() -> list[str]:
         g = ir.Grammar()
-        g.define("z", jg.INTEGER)
+        g.define("z", integer)
         g.define("root", ir.seq(ir.Ref("z"), ir.literal("!")))
         return g.compile().rule_names
 
     before = later()
     g = ir.Grammar()
     g.define("z", ir.literal("q"))
-    g.define("root", ir.seq(ir.Ref("z"), ir.alt(ir.seq(jg.INTEGER, ir.literal("x")), jg.INTEGER)))
+    g.define("root", ir.seq(ir.Ref("z"), ir.alt(ir.seq(integer, ir.literal("x")), integer)))
     g.compile()
     assert later() == before == ["root"]
 

@@ -211,6 +211,82 @@ def test_number_range_matches_python_on_random_bounds(data):
 
 
 # ---------------------------------------------------------------------------------------
+# Digit caps: an unbounded side and the fraction end at the cap, which the bounds raise
+# ---------------------------------------------------------------------------------------
+
+
+def raised_caps(integer: int, fraction: int | None, bounds, step) -> tuple[int, int | None]:
+    """The caps promised: one digit more than a bound spells on each side of the point, the step's fraction."""
+    parts = [format(abs(b).normalize(), "f").partition(".") for b in bounds if b is not None]
+    integer = max([integer] + [len(whole) + 1 for whole, _, _ in parts])
+    if fraction is not None:
+        scale = 0 if step is None else max(0, -step.normalize().as_tuple().exponent)
+        fraction = max([fraction, scale] + [len(tail) + 1 for _, _, tail in parts])
+    return integer, fraction
+
+
+def within(text: str, caps: tuple[int, int | None]) -> bool:
+    whole, _, tail = text.lstrip("-").partition(".")
+    return len(whole) <= caps[0] and (caps[1] is None or len(tail) <= caps[1])
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_capped_integer_range_matches_python_within_the_raised_cap(data):
+    step = data.draw(st.sampled_from([1, 2, 3, 5, 10, 25, 1000]))
+    bound = st.integers(-(10**4), 10**4)
+    lo, hi = data.draw(st.none() | bound), data.draw(st.none() | bound)
+    cap = data.draw(st.integers(1, 6))
+    g = ir.Grammar()
+    expr = integer_range(g, lo, hi, step, cap)
+    caps = raised_caps(cap, None, [None if b is None else D(b) for b in (lo, hi)], None)
+    near = [b + d for b in (lo, hi) if b is not None for d in range(-step - 1, step + 2)]
+    powers = [s * (10**k + d) for k in range(9) for d in (-1, 0, step) for s in (1, -1)]
+    texts = [t for n in near + powers + data.draw(st.lists(bound, max_size=20)) + [0, 1, -1] for t in spellings(n)]
+    expected = {t: integer_oracle(t, lo, hi, step) and within(t, caps) for t in texts}
+    if expr is None:
+        assert not any(expected.values())
+        return
+    g.define("root", expr)
+    check = Checker(g.compile("root"))
+    assert not [t for t in texts if check.admits(t) != expected[t]]
+
+
+@settings(max_examples=80, deadline=None)
+@given(data=st.data())
+def test_capped_number_range_matches_python_within_the_raised_caps(data):
+    lo, hi = data.draw(st.none() | decimals()), data.draw(st.none() | decimals())
+    lo_ex, hi_ex = data.draw(st.booleans()), data.draw(st.booleans())
+    step = data.draw(st.sampled_from([None, "0.01", "0.25", "0.5", "1.5", "2", "0.001", "0.125"]))
+    step = None if step is None else D(step)
+    integer, fraction = data.draw(st.integers(1, 4)), data.draw(st.integers(1, 3))
+    g = ir.Grammar()
+    expr = number_range(g, lo, lo_ex, hi, hi_ex, step, integer, fraction)
+    caps = raised_caps(integer, fraction, (lo, hi), step)
+    tiny = [D(10) ** -k for k in range(0, 7)]
+    values = [b + s * t for b in (lo, hi) if b is not None for t in tiny for s in (-1, 0, 1)]
+    values += [*data.draw(st.lists(decimals(), max_size=15)), D(0), D("0.5"), D(-1)]
+    values += [x.scaleb(k) for x in values[:6] for k in (-5, -2, 2, 5)]
+    texts = [t for x in values for t in number_spellings(x, data.draw(st.integers(0, 3)))]
+    expected = {t: number_oracle(t, lo, lo_ex, hi, hi_ex, step) and within(t, caps) for t in texts}
+    if expr is None:
+        assert not any(expected.values())
+        return
+    g.define("root", expr)
+    check = Checker(g.compile("root"))
+    assert not [t for t in texts if check.admits(t) != expected[t]]
+
+
+def test_a_capped_range_is_a_rule_of_its_own():
+    g = ir.Grammar()
+    capped, uncapped = integer_range(g, 0, None, 1, 3), integer_range(g, 0, None)
+    assert capped != uncapped
+    g.define("root", ir.alt(ir.seq(ir.literal("c"), capped), ir.seq(ir.literal("u"), uncapped)))
+    check = Checker(g.compile("root"))
+    assert check.admits("c999") and not check.admits("c1000") and check.admits("u" + "9" * 40)
+
+
+# ---------------------------------------------------------------------------------------
 # Empty ranges, huge bounds, what is refused
 # ---------------------------------------------------------------------------------------
 

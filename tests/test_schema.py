@@ -19,9 +19,10 @@ from hypothesis_jsonschema import from_schema
 from llamay import limits
 from llamay._core.bitmask import allocate_bitmask
 from llamay._core.matcher import Matcher
-from llamay.errors import SchemaError
+from llamay.errors import SchemaError, UsageError
 from llamay.schema import Unsatisfiable, any_json, compile_json_schema
 from llamay.testing import ScriptedScorer, accepts, compact, declared_order, generate
+from llamay.toolcall import compile_tool_calls
 from llamay.vocab import Vocabulary
 
 BYTE_VOCAB = Vocabulary([bytes([i]) for i in range(256)] + [b""], eos_ids=[256])
@@ -275,6 +276,81 @@ def test_whitespace_between_tokens_within_budget(text, accepted, options):
     assert accepts(compile_json_schema(OBJ, **options), text) == accepted
 
 
+# ------------------------------------------------------------ number digits
+
+INTEGER, NUMBER = {"type": "integer"}, {"type": "number"}
+UNCAPPED = {"number_digits": None}
+NUMBER_DIGIT_CASES = [
+    case(INTEGER, "9" * 16, True, "integer-of-16-digits-accepted"),
+    case(INTEGER, "-" + "9" * 16, True, "negative-integer-of-16-digits-accepted"),
+    case(INTEGER, "1" + "0" * 16, False, "integer-of-17-digits-refused"),
+    case(INTEGER, "1" + "0" * 16, True, "integer-of-17-digits-accepted-uncapped", **UNCAPPED),
+    case(NUMBER, "1" + "0" * 16, False, "number-of-17-integer-digits-refused"),
+    case(NUMBER, "0." + "1" * 16, True, "fraction-of-16-digits-accepted"),
+    case(NUMBER, "0." + "1" * 17, False, "fraction-of-17-digits-refused"),
+    case(NUMBER, "0." + "1" * 17, True, "fraction-of-17-digits-accepted-uncapped", **UNCAPPED),
+    case(NUMBER, "-1.5e308", True, "exponent-of-3-digits-accepted"),
+    case(NUMBER, "5E-324", True, "negative-exponent-of-3-digits-accepted"),
+    case(NUMBER, "1e1000", False, "exponent-of-4-digits-refused"),
+    case(NUMBER, "1e0001", False, "exponent-leading-zeros-count"),
+    case(NUMBER, "1e1000", True, "exponent-of-4-digits-accepted-uncapped", **UNCAPPED),
+    case(INTEGER, "9" * 40, True, "a-none-cap-lifts-that-cap-only", number_digits=(None, 16, 3)),
+    case(NUMBER, "0." + "1" * 17, False, "a-none-cap-leaves-the-others", number_digits=(None, 16, 3)),
+    case(INTEGER, "9" * 5, False, "a-smaller-cap", number_digits=(4, 16, 3)),
+    # a bound raises its number's caps to one digit more than it spells: 10**20 has 21
+    case({"type": "integer", "maximum": 10**20}, str(10**20), True, "bound-of-21-digits-accepted"),
+    case({"type": "integer", "maximum": 10**20}, "-" + "9" * 22, True, "bound-raises-the-unbounded-side"),
+    case({"type": "integer", "maximum": 10**20}, "-1" + "0" * 22, False, "raised-cap-still-caps"),
+    case({"type": "integer", "minimum": 1e20}, "1" + "0" * 21, True, "float-bound-raises-the-cap"),
+    case({"type": "integer", "minimum": 10**20}, "1" + "0" * 22, False, "raised-cap-caps-the-bound-side"),
+    case({"type": "integer", "exclusiveMinimum": 10**16 - 1}, str(10**16), True, "past-an-exclusive-bound"),
+    case({"type": "number", "minimum": 0}, "0." + "1" * 17, False, "bounded-number-fraction-capped"),
+    case({"type": "number", "minimum": 0}, "1" * 17, False, "bounded-number-integer-capped"),
+    case({"type": "number", "minimum": 0, "maximum": 1}, "0." + "5" * 17, False, "fraction-between-bounds-capped"),
+    case({"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1e-20}, "0." + "0" * 20 + "5", True,
+         "fraction-between-close-bounds-accepted"),
+    case({"type": "number", "minimum": 0, "multipleOf": 1e-20}, "0." + "0" * 19 + "3", True,
+         "multiple-raises-the-fraction-cap"),
+    case({"type": "integer", "minimum": 0, "multipleOf": 13}, str(13 * 10**20), True, "multiple-kept-exact-uncapped"),
+    case({"type": "integer", "minimum": 0, "multipleOf": 13}, str(13 * 10**20 + 1), False,
+         "multiple-kept-exact-refuses-non-multiples"),
+    case({"type": "integer", "minimum": 0, "multipleOf": 2}, "2" * 17, False, "small-multiple-capped"),
+    case({"const": 2}, "2." + "0" * 16, True, "const-trailing-zeros-within-the-cap"),
+    case({"const": 2}, "2." + "0" * 17, False, "const-trailing-zeros-capped"),
+    case({"const": 2.5}, "2.5" + "0" * 15, True, "const-fraction-zeros-within-the-cap"),
+    case({"const": 2.5}, "2.5" + "0" * 16, False, "const-fraction-zeros-capped"),
+    case({"const": 2}, "2." + "0" * 40, True, "const-trailing-zeros-uncapped", **UNCAPPED),
+    case({"enum": [10**30]}, str(10**30), True, "enum-value-keeps-its-digits"),
+    case({"const": 1e-20}, "0." + "0" * 19 + "1", True, "const-value-keeps-its-fraction-digits"),
+]
+
+
+@pytest.mark.parametrize(("schema", "text", "accepted", "options"), NUMBER_DIGIT_CASES)
+def test_number_digits_within_caps(schema, text, accepted, options):
+    compiled = compile_json_schema(schema, **options)
+    assert accepts(compiled, text) == accepted
+    assert not compiled.warnings
+
+
+@pytest.mark.parametrize("value", [(0, 16, 3), (16, -1, 3), (16, 16, 2.5), (16, 16, True), 16, (1, 2, 3, 4)])
+def test_number_digits_refuses_a_bad_cap(value):
+    with pytest.raises(UsageError):
+        compile_json_schema(INTEGER, number_digits=value)
+
+
+ADD = [{"name": "add", "parameters": {"type": "object", "properties": {"a": INTEGER}, "required": ["a"]}}]
+DIGITS_17 = "1" * 17
+
+
+@pytest.mark.parametrize(("mode", "text"), [
+    ("required", '<tool_call>{"name": "add", "arguments": {"a": ' + DIGITS_17 + "}}</tool_call>"),
+    ("auto", "[" + DIGITS_17 + "]"),  # the json document beside the calls
+])  # fmt: skip
+def test_tool_calls_cap_numbers(mode, text):
+    assert not accepts(compile_tool_calls(ADD, mode, json=True), text)
+    assert accepts(compile_tool_calls(ADD, mode, json=True, number_digits=None), text)
+
+
 # ------------------------------------------------------------ warnings
 
 
@@ -482,6 +558,15 @@ def test_any_json_budget():
     assert accepts(any_json(whitespace_budget=None), "[" + " " * 500 + "]")
 
 
+@pytest.mark.parametrize("object_only", [False, True], ids=["json", "json-object"])
+@pytest.mark.parametrize(("number", "capped"), [("9" * 16, True), ("1" * 17, False), ("0." + "1" * 17, False),
+                                                ("1e999", True), ("1e1000", False)])  # fmt: skip
+def test_any_json_numbers_capped(object_only, number, capped):
+    text = '{"a":[' + number + "]}"
+    assert accepts(any_json(object_only), text) == capped
+    assert accepts(any_json(object_only, number_digits=None), text)
+
+
 # ------------------------------------------------------------ property tests
 
 # Schemas that use enforced keywords only, written with the specification's open default
@@ -511,7 +596,7 @@ PROPERTY_SCHEMAS = {
 @pytest.mark.parametrize("name", list(PROPERTY_SCHEMAS))
 def test_hypothesis_instances_are_accepted(name):
     schema = PROPERTY_SCHEMAS[name]
-    compiled = compile_json_schema(schema, closed_objects=False, whitespace_budget=None)
+    compiled = compile_json_schema(schema, closed_objects=False, whitespace_budget=None, number_digits=None)
 
     @settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
     @given(from_schema(schema))
@@ -610,6 +695,29 @@ def test_space_loving_model_still_closes_the_document_bytes(schema):
 @pytest.mark.parametrize("schema", BUDGET_SCHEMAS)
 def test_space_loving_model_still_closes_the_document_smollm2(schema, smollm2_vocab):
     _space_lover_closes(smollm2_vocab, schema)
+
+
+# gemma-3-270m, asked for this, wrote "y": 1000000000000... until max_tokens ran out
+POINTS = {"type": "array", "items": {"type": "object", "properties": {"x": NUMBER, "y": NUMBER},
+                                     "required": ["x", "y"]}, "minItems": 1, "maxItems": 2}  # fmt: skip
+
+
+def _digit_lover_closes(vocab):
+    scorer = ScriptedScorer(vocab, prefer=b"1")
+    capped = generate(Matcher(compile_json_schema(POINTS), vocab), scorer, max_tokens=800)
+    assert capped.finished, capped.text[:200]
+    points = json.loads(capped.text, parse_int=str, parse_float=str)
+    assert {len(p["x"].partition(".")[0]) for p in points} == {16}  # it did write its 16 digits
+    unbounded = generate(Matcher(compile_json_schema(POINTS, number_digits=None), vocab), scorer, max_tokens=800)
+    assert not unbounded.finished  # the runaway the caps exist for
+
+
+def test_digit_loving_model_still_closes_the_document_bytes():
+    _digit_lover_closes(BYTE_VOCAB)
+
+
+def test_digit_loving_model_still_closes_the_document_smollm2(smollm2_vocab):
+    _digit_lover_closes(smollm2_vocab)
 
 
 def test_scripted_scorer_is_deterministic():

@@ -221,7 +221,7 @@ def test_random_walks_are_valid_documents(name):
 @pytest.mark.parametrize("name", [n for n in SCHEMAS if n not in ("tree", "linked")])  # no recursion there
 def test_hypothesis_instances_are_accepted(name):
     schema = SCHEMAS[name]
-    compiled = compile_json_schema(schema, closed_objects=False, whitespace_budget=None)
+    compiled = compile_json_schema(schema, closed_objects=False, whitespace_budget=None, number_digits=None)
     exact = validator(schema)
 
     @settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))

@@ -1,4 +1,4 @@
-"""llamay itself, as one peer among the others (open objects, unbounded whitespace by default)."""
+"""llamay itself, as one peer among the others (open objects, unbounded whitespace, uncapped numbers by default)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def build_vocab(kind: str) -> PeerVocab:
 
 def compile(schema, vocab: PeerVocab | None = None, closed_objects: bool = False):
     vocab = vocab or _current
-    grammar = compile_json_schema(schema, closed_objects=closed_objects, whitespace_budget=None)
+    grammar = compile_json_schema(schema, closed_objects=closed_objects, whitespace_budget=None, number_digits=None)
     return grammar, vocab.handle
 
 

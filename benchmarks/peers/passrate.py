@@ -4,8 +4,8 @@
 
 Issue 4 item 6, design section 10. Every MaskBench schema with test instances (all subsets by
 default; ``--limit`` draws a seeded sample spread over the subsets, as ``run.py`` does) is
-compiled by each engine with aligned settings (open objects, unbounded whitespace: see each
-engine's module), in one subprocess per engine that is killed and restarted past
+compiled by each engine with aligned settings (open objects, unbounded whitespace, uncapped
+numbers: see each engine's module), in one subprocess per engine that is killed and restarted past
 ``--compile-timeout`` or ``--check-timeout``, or a crash (``run.run_engine``). Then every test
 instance, written compactly with its keys in the compiler's order (``_data.instance_text``), is
 fed whole and the engine must end accepting. A schema **passes** when it compiles and every valid

@@ -131,7 +131,8 @@ class CallGrammar:
     """The constraint for ``tools`` under one ``tool_choice`` mode, in ``dialect`` (see the module docstring)."""
 
     def __init__(self, dialect: Dialect, tools: Sequence[dict], markers: Markers, g: Grammar,
-                 warnings: list[str], parallel: bool | None) -> None:
+                 warnings: list[str], parallel: bool | None,
+                 number_digits: jg.NumberDigits = jg.NUMBER_DIGITS) -> None:
         self.d = dialect
         self.tools = tools
         self.m = markers
@@ -146,7 +147,8 @@ class CallGrammar:
             warnings.append(f"parallel tool calls are not made: the {dialect.name} dialect's format holds one call"
                             " per turn (its chat templates refuse more)")
         for i, tool in enumerate(tools):
-            arguments = schema_expr(g, tool.get("parameters", {"type": "object"}), f"/tools/{i}/parameters", warnings)
+            arguments = schema_expr(g, tool.get("parameters", {"type": "object"}), f"/tools/{i}/parameters", warnings,
+                                    number_digits=number_digits)
             g.define(f"call_rest_{i}", seq(
                 jg.WS, literal(","), jg.WS, literal(json.dumps(dialect.arguments_key)), jg.WS, literal(":"), jg.WS,
                 arguments, jg.WS, literal("}"),
