@@ -37,6 +37,7 @@ from ..errors import LlamayError, UsageError
 from .automaton cimport (ACCEPT, BOTTOM, CTX, CTX_FRAMES, F_OVERFLOW, WS_WINDOW, Arena, CompiledGrammar, Config, Tables,
                          arena_free, arena_init, closure, fold_counter, push_frame)
 from .dfa cimport D_FULL, SetMachine, StringSlices, entry_walk
+from .distance cimport DINF, Distances
 from .dfa import slices_for
 from .lexicon cimport LEX_REJECT, LEX_SEP, CompiledLexicon, LexiconMasks
 from .lexicon import masks_for
@@ -125,6 +126,8 @@ cdef class Matcher:
     cdef dict entries                  # the mask cache's entries (read directly; added through the cache)
     cdef Config* start_cfg             # scratch: their start configurations on the set machine
     cdef int32_t start_cap
+    cdef Distances dist                # the pair's distances to completion (through the mask cache), on first use
+    cdef readonly bint closed_by_budget
 
     def __cinit__(self, CompiledGrammar grammar, vocab=None):
         if arena_init(&self.a, limits.MAX_CONFIGURATIONS) < 0:
@@ -202,6 +205,7 @@ cdef class Matcher:
         self.a.n_frames = 0
         self.a.step_frames = 0
         self.n_steps = 0
+        self.closed_by_budget = False
         if self.lex is not None:
             c.state, c.counter, c.parent, c.ws = LEX_SEP, 0, BOTTOM, 0
             push_config(&self.a, c)
@@ -333,14 +337,27 @@ cdef class Matcher:
         return self._advance(&tr.tok_bytes[start], end - start)
 
     # -- masks ------------------------------------------------------------------------------
-    def fill_next_token_bitmask(self, bitmask, int index=0):
-        """Write the allowed tokens into ``bitmask`` (int32, ``ceil(V/32)`` words; or row ``index`` of a 2-D batch)."""
+    def fill_next_token_bitmask(self, bitmask, int index=0, tokens_left=None):
+        """Write the allowed tokens into ``bitmask`` (int32, ``ceil(V/32)`` words; or row ``index`` of a 2-D batch).
+
+        With ``tokens_left`` (this token included), the mask also closes the document within
+        that budget: once it comes down to the fewest tokens that complete the document
+        (``completion_distance``), only tokens after which it can still be completed in what is
+        left stay allowed. The mask is never empty; where no completion fits, tokens that bring
+        the end nearer stay. Returns whether the budget removed any token (``closed_by_budget``
+        then stays true until ``reset``). Lexicon grammars have no distances: there the budget
+        changes nothing and this returns False.
+        """
         cdef uint32_t* out = self._mask_row(bitmask, index)
-        cdef int32_t off, n
+        cdef int32_t off, n, left = 0
+        if tokens_left is not None:
+            left = tokens_left
+            if left < 1:
+                raise UsageError(f"tokens_left must be at least 1 (the token this mask is for), got {tokens_left}")
         with nogil:
             memset(out, 0, self.n_words * sizeof(uint32_t))
         if self.is_terminated():
-            return
+            return False
         off = self.h_off[self.n_steps - 1]
         n = self.h_len[self.n_steps - 1]
         if self.lex is not None:
@@ -349,8 +366,83 @@ cdef class Matcher:
                     out[<int32_t> e >> 5] |= (<uint32_t> 1) << (<int32_t> e & 31)
             with nogil:
                 self.lexmasks.fill(self.a.cfg[off].state, out)
-            return
+            return False
         self._fill_set(off, n, out)
+        if tokens_left is None or not self._close(off, n, out, left):
+            return False
+        self.closed_by_budget = True
+        return True
+
+    def completion_distance(self):
+        """The fewest tokens that complete the document from here, over this matcher's vocabulary.
+
+        An upper bound that some token sequence meets (tokens are counted along the grammar's
+        paths, not across its rules); 0 when complete; None where this vocabulary spells no
+        completion, or for a lexicon grammar, which has no distances.
+        """
+        cdef int32_t i, d, best = DINF, off = self.h_off[self.n_steps - 1]
+        cdef Distances dist
+        if self.vocab is None:
+            raise UsageError("this matcher has no vocabulary: distances count its tokens")
+        if self.lex is not None:
+            return None
+        if self.is_terminated():
+            return 0
+        dist = self._distances()
+        for i in range(off, off + self.h_len[self.n_steps - 1]):
+            d = dist.config_cost(&self.g.t, self.a.frames, self.a.cfg[i])
+            if d < best:
+                best = d
+        return None if best >= DINF else best
+
+    cdef Distances _distances(self):
+        if self.dist is None:
+            if self.cache.distances is None:
+                self.cache.distances = Distances(self.g, self.trie)
+            self.dist = self.cache.distances
+        return self.dist
+
+    cdef bint _close(self, int32_t off, int32_t n, uint32_t* out, int32_t tokens_left) except -1:
+        """Clear from ``out`` the tokens after which the set ``cfg[off:off+n]`` cannot complete in
+        ``tokens_left - 1`` more tokens (or, when no completion fits, that do not bring it nearer).
+
+        Only tokens whose bound on the rise of the distance exceeds the slack are stepped (see
+        ``distance``); in a generation that does not come near its budget, none is.
+        """
+        cdef Distances dist = self._distances()
+        cdef const Tables* t = &self.g.t
+        cdef const TrieTables* tr = &self.trie.tr
+        cdef int32_t i, k, d, tok, m, dmin = DINF, dmax = 0, limit, thr
+        cdef int32_t frames0 = self.a.n_frames, base = self.a.cfg_len
+        cdef int flags = 0
+        cdef bint removed = False
+        with nogil:
+            for i in range(off, off + n):
+                d = dist.config_cost(t, self.a.frames, self.a.cfg[i])
+                dmin = min(dmin, d)
+                dmax = max(dmax, d)
+            if dmin < DINF:
+                limit = max(tokens_left, dmin) - 1
+                thr = limit - dmax
+                for k in range(dist.n_order):
+                    if dist.bound[k] <= thr:
+                        break
+                    tok = dist.order[k]
+                    if not (out[tok >> 5] >> (tok & 31)) & 1:
+                        continue
+                    m = advance(t, &self.a, off, n, &tr.tok_bytes[tr.bytes_off[tok]],
+                                tr.bytes_off[tok + 1] - tr.bytes_off[tok], &flags)
+                    d = DINF
+                    for i in range(base, base + m):
+                        d = min(d, dist.config_cost(t, self.a.frames, self.a.cfg[i]))
+                    if d > limit:
+                        out[tok >> 5] &= ~((<uint32_t> 1) << (tok & 31))
+                        removed = True
+                    self.a.cfg_len = base
+                    self.a.n_frames = frames0
+        if flags & F_OVERFLOW:
+            raise LlamayError("input is too ambiguous for this grammar (limit MAX_CONFIGURATIONS)")
+        return removed
 
     cdef uint32_t* _mask_row(self, bitmask, int index) except NULL:
         cdef cnp.ndarray arr
