@@ -6,8 +6,8 @@ distance to completion known at every configuration, a mask can keep, once the t
 down to that distance, only tokens after which the document still closes in what is left.
 
 Theory of operation. ``dl[s]`` is the fewest tokens from state ``s`` to the end of its frame: to
-a final state or, inside a counted repetition, back to the repetition's start (one iteration
-done). Tokens are counted over what the vocabulary can spell along the automaton's edges:
+a final state or, inside a counted repetition, to a state where the iteration may end (one
+with the repetition's EXIT edge). Tokens are counted over what the vocabulary can spell along the automaton's edges:
 
 - runs of single-byte edges (literals, keys, the reserved bytes of a token edge) by a walk of the
   vocabulary's trie along them from each state: one per token that spells a piece of the run;
@@ -39,7 +39,7 @@ import numpy as np
 
 cimport numpy as cnp
 
-from .automaton cimport EDGE_CALL, EDGE_INC, CompiledGrammar
+from .automaton cimport EDGE_CALL, EDGE_EXIT, EDGE_INC, CompiledGrammar
 from .trie cimport NODE_FAN, TokenTrie, TrieTables
 from .walk cimport IntVec, intvec_push_range
 
@@ -155,7 +155,8 @@ cdef int _distances(const Tables* t, const TrieTables* tr, int32_t n_rules, int3
     cdef IntVec src, dst
     cdef int rc = 0
     cdef int32_t* rmin = <int32_t*> malloc(max(n_rules, 1) * sizeof(int32_t))
-    cdef int32_t* loop = <int32_t*> malloc(max(n_rules, 1) * sizeof(int32_t))
+    cdef int32_t* loop_start = <int32_t*> calloc(n_rules + 1, sizeof(int32_t))  # per rule: its INC targets
+    cdef int32_t* loop = NULL
     cdef int32_t* key_rule = <int32_t*> malloc(max(n, 1) * sizeof(int32_t))
     cdef int32_t* rev_start = <int32_t*> calloc(n + 1, sizeof(int32_t))
     cdef int32_t* rev = NULL
@@ -167,7 +168,7 @@ cdef int _distances(const Tables* t, const TrieTables* tr, int32_t n_rules, int3
     cdef int32_t n_calls = 0
     src.data = dst.data = NULL
     src.len = dst.len = src.cap = dst.cap = 0
-    if rmin == NULL or loop == NULL or key_rule == NULL or rev_start == NULL or call_start == NULL or queue == NULL \
+    if rmin == NULL or loop_start == NULL or key_rule == NULL or rev_start == NULL or call_start == NULL or queue == NULL \
             or queued == NULL:
         rc = -1
     if rc == 0:
@@ -188,14 +189,18 @@ cdef int _distances(const Tables* t, const TrieTables* tr, int32_t n_rules, int3
                     rev_start[t.x_tgt[j] + 1] += 1
                     call_start[t.x_arg[j] + 1] += 1
                     n_calls += 1
+                elif t.x_kind[j] == EDGE_INC:
+                    loop_start[t.state_rule[s] + 1] += 1
         for s in range(n):
             rev_start[s + 1] += rev_start[s]
         for r in range(n_rules):
             call_start[r + 1] += call_start[r]
+            loop_start[r + 1] += loop_start[r]
         rev = <int32_t*> malloc(max(rev_start[n], 1) * sizeof(int32_t))
         rev_rule = <int32_t*> malloc(max(rev_start[n], 1) * sizeof(int32_t))
         call_site = <int32_t*> malloc(max(2 * n_calls, 1) * sizeof(int32_t))
-        if rev == NULL or rev_rule == NULL or call_site == NULL:
+        loop = <int32_t*> malloc(max(loop_start[n_rules], 1) * sizeof(int32_t))
+        if rev == NULL or rev_rule == NULL or call_site == NULL or loop == NULL:
             rc = -1
     if rc == 0:
         for e in range(src.len):
@@ -214,39 +219,42 @@ cdef int _distances(const Tables* t, const TrieTables* tr, int32_t n_rules, int3
                     call_site[2 * call_start[r]] = s
                     call_site[2 * call_start[r] + 1] = x
                     call_start[r] += 1
+                elif t.x_kind[j] == EDGE_INC:
+                    r = t.state_rule[s]
+                    loop[loop_start[r]] = t.x_tgt[j]
+                    loop_start[r] += 1
         for s in range(n, 0, -1):  # the fill cursors ran one bucket ahead: shift back
             rev_start[s] = rev_start[s - 1]
         rev_start[0] = 0
         for r in range(n_rules, 0, -1):
             call_start[r] = call_start[r - 1]
-        call_start[0] = 0
-        # the ends of frames, and what stands for each rule's cost
+            loop_start[r] = loop_start[r - 1]
+        call_start[0] = loop_start[0] = 0
+        # the ends of frames: final states, and in a counted repetition every state that may leave
+        # it (lowering copies the start's EXIT and INC onto the ends of the body: an iteration is
+        # complete there); and the states that a rule's cost is read from
         for s in range(n):
             dl[s] = DINF
             key_rule[s] = -1
         for r in range(n_rules):
             rmin[r] = DINF
-            loop[r] = -1
-            s = t.rule_start[r]
-            if t.rule_max[r] > 0:
-                for j in range(t.x_start[s], t.x_start[s + 1]):
-                    if t.x_kind[j] == EDGE_INC:
-                        loop[r] = t.x_tgt[j]
-                if loop[r] >= 0:
-                    key_rule[loop[r]] = r
-                dl[s] = 0
-            else:
-                key_rule[s] = r
+            if t.rule_max[r] == 0:
+                key_rule[t.rule_start[r]] = r
+            for j in range(loop_start[r], loop_start[r + 1]):
+                key_rule[loop[j]] = r
         for s in range(n):
             if t.final[s]:
                 dl[s] = 0
+            for j in range(t.x_start[s], t.x_start[s + 1]):
+                if t.x_kind[j] == EDGE_EXIT:
+                    dl[s] = 0
         for s in range(n):
             if dl[s] == 0:
                 queue[count] = s
                 queued[s] = 1
                 count += 1
         for r in range(n_rules):
-            _update_rule(t, r, dl, rmin, loop, call_start, call_site, queue, queued, &head, &count, n)
+            _update_rule(t, r, dl, rmin, loop, loop_start, call_start, call_site, queue, queued, &head, &count, n)
         while count > 0:
             x = queue[head]
             head = (head + 1) % n
@@ -258,11 +266,11 @@ cdef int _distances(const Tables* t, const TrieTables* tr, int32_t n_rules, int3
                 if c < dl[p]:
                     _lower(dl, p, <int32_t> c, queue, queued, &head, &count, n)
             if key_rule[x] >= 0:
-                _update_rule(t, key_rule[x], dl, rmin, loop, call_start, call_site, queue, queued, &head, &count, n)
+                _update_rule(t, key_rule[x], dl, rmin, loop, loop_start, call_start, call_site, queue, queued, &head,
+                             &count, n)
         for r in range(n_rules):
-            if loop[r] >= 0:
-                per_iter[r] = dl[loop[r]]
-    free(src.data); free(dst.data); free(rmin); free(loop); free(key_rule); free(rev_start); free(rev)
+            per_iter[r] = _iteration(dl, loop, loop_start, r)
+    free(src.data); free(dst.data); free(rmin); free(loop); free(loop_start); free(key_rule); free(rev_start); free(rev)
     free(rev_rule); free(call_start); free(call_site); free(queue); free(queued)
     return rc
 
@@ -276,14 +284,25 @@ cdef inline void _lower(int32_t* dl, int32_t p, int32_t c, int32_t* queue, uint8
         count[0] += 1
 
 
+cdef inline int32_t _iteration(const int32_t* dl, const int32_t* loop, const int32_t* loop_start,
+                               int32_t r) noexcept nogil:
+    """An iteration's cost in counted rule ``r``: the most over the states its INC edges enter (one
+    bound for every place an iteration may start from)."""
+    cdef int32_t j, v = 0
+    for j in range(loop_start[r], loop_start[r + 1]):
+        if dl[loop[j]] > v:
+            v = dl[loop[j]]
+    return v if loop_start[r + 1] > loop_start[r] else DINF
+
+
 cdef void _update_rule(const Tables* t, int32_t r, int32_t* dl, int32_t* rmin, const int32_t* loop,
-                       const int32_t* call_start, const int32_t* call_site, int32_t* queue, uint8_t* queued,
+                       const int32_t* loop_start, const int32_t* call_start, const int32_t* call_site, int32_t* queue, uint8_t* queued,
                        int32_t* head, int32_t* count, int32_t n) noexcept nogil:
     """Rule ``r``'s cost from its key state; if it fell, lower its call sites."""
     cdef int32_t v, k, p
     cdef int64_t c
     if t.rule_max[r] > 0:
-        v = 0 if t.rule_min[r] == 0 else (DINF if loop[r] < 0 else sat(<int64_t> t.rule_min[r] * dl[loop[r]]))
+        v = 0 if t.rule_min[r] == 0 else sat(<int64_t> t.rule_min[r] * _iteration(dl, loop, loop_start, r))
     else:
         v = dl[t.rule_start[r]]
     if v >= rmin[r]:
