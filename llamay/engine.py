@@ -136,7 +136,7 @@ class Model:
         constraint = self._pick_constraint(schema, grammar, lexicon, json, tool_list, mode, name, parallel_tool_calls)
         prompt = self.template.render_parts(messages, tool_list if mode != "none" else None)
         names = [t["function"]["name"] for t in tool_list] if tool_list and mode != "none" else None
-        free_text = names is not None and schema is None and not json
+        free_text = bool(tool_list) and schema is None and grammar is None and lexicon is None and not json
         return self._generate(prompt, constraint, names, max_tokens, stop,
                               Sampling(temperature=temperature, top_p=top_p, top_k=top_k, seed=seed), stream, cancel,
                               free_text)
@@ -195,8 +195,8 @@ class Model:
         prompt_ids = self.backend.tokenize(prompt)
         budget = max_tokens if max_tokens is not None else max(1, self.backend.n_ctx - len(prompt_ids))
         vocab = self.markers.vocab if tools is not None else self.backend.vocab
-        events = ChatStream(self, _Request(prompt_ids, constraint, vocab, tools, budget, stops, notes), sampling,
-                            cancel)
+        req = _Request(prompt_ids, constraint, vocab, tools, budget, stops, notes, free_text)
+        events = ChatStream(self, req, sampling, cancel)
         return events if stream else _collect(events)
 
     @budget()
@@ -249,6 +249,7 @@ class _Request:
     max_tokens: int
     stops: list[str]  # cut the text outside tool calls; empty for a constrained document
     notes: list[str]  # warnings known before generation
+    free_text: bool  # prose may stand beside the calls (tools under auto or none): the budget closes calls only
 
 
 class ChatStream:
@@ -318,10 +319,12 @@ class ChatStream:
                 yield event
         if held := text.flush():
             yield TextDelta(held)
-        if matcher is not None and matcher.closed_by_budget:
+        # prose cut by max_tokens is plain truncation: the budget only kept it from opening a call it could not finish
+        closed = matcher is not None and matcher.closed_by_budget and (made_calls or not req.free_text)
+        if closed:
             warnings.append(BUDGET_CLOSED_WARNING)
             reason = "length"  # a call closed this way is complete and is a call: finish tool_calls, below
-        if made_calls and (reason == "stop" or (reason == "length" and matcher.closed_by_budget and complete)):
+        if made_calls and (reason == "stop" or (closed and complete)):
             reason = "tool_calls"
         usage = {"prompt_tokens": self.prompt_tokens, "completion_tokens": n_tokens}
         yield Done(reason, usage, warnings, text.matched)

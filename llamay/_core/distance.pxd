@@ -21,23 +21,32 @@ cdef class Distances:
     cdef int32_t* order       # tokens by growth bound, largest first
     cdef int32_t* bound       # their bounds
     cdef int32_t n_order
+    cdef int32_t n_tokens
     cdef readonly double build_seconds
 
-    cdef inline int32_t state_cost(self, const Tables* t, int32_t s, int32_t counter) noexcept nogil:
-        """Fewest tokens from state ``s`` to its frame's end, with ``counter`` iterations started."""
-        cdef int32_t r = t.state_rule[s]
-        if t.rule_max[r] > 0 and counter < t.rule_min[r]:
-            return sat(<int64_t> self.dl[s] + <int64_t> (t.rule_min[r] - counter) * self.per_iter[r])
-        return self.dl[s]
-
     cdef inline int32_t config_cost(self, const Tables* t, const Frame* frames, Config c) noexcept nogil:
-        """Fewest tokens from configuration ``c`` to the end of the document: its frame's, then each caller's."""
-        cdef int64_t d
-        cdef int32_t f = c.parent
-        if c.state == ACCEPT:
-            return 0
-        d = self.state_cost(t, c.state, c.counter)
-        while f >= 0 and d < DINF:
-            d += self.state_cost(t, frames[f].ret, frames[f].counter)
-            f = frames[f].parent
-        return sat(d)
+        return config_cost(self.dl, self.per_iter, t, frames, c)
+
+
+cdef inline int32_t state_cost(const int32_t* dl, const int32_t* per_iter, const Tables* t, int32_t s,
+                               int32_t counter) noexcept nogil:
+    """Fewest tokens from state ``s`` to its frame's end, with ``counter`` iterations started."""
+    cdef int32_t r = t.state_rule[s]
+    if t.rule_max[r] > 0 and counter < t.rule_min[r]:
+        return sat(<int64_t> dl[s] + <int64_t> (t.rule_min[r] - counter) * per_iter[r])
+    return dl[s]
+
+
+cdef inline int32_t config_cost(const int32_t* dl, const int32_t* per_iter, const Tables* t, const Frame* frames,
+                                Config c) noexcept nogil:
+    """Fewest tokens from configuration ``c`` to the end of the document: its frame's, then each caller's
+    (``Distances.dl`` and ``per_iter``, raw, for code that holds no Python object)."""
+    cdef int64_t d
+    cdef int32_t f = c.parent
+    if c.state == ACCEPT:
+        return 0
+    d = state_cost(dl, per_iter, t, c.state, c.counter)
+    while f >= 0 and d < DINF:
+        d += state_cost(dl, per_iter, t, frames[f].ret, frames[f].counter)
+        f = frames[f].parent
+    return sat(d)

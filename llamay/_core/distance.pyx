@@ -25,8 +25,12 @@ Which tokens to check. A token can raise the distance (an opening bracket owes i
 ``bound[t]`` bounds that rise from the configurations of a set: a byte's bound is the most by
 which the configurations reached after it (through calls, repetitions and returns, ``_reach``)
 can exceed the distance of the configuration that read it; a token's is the sum over its bytes.
-The set's largest distance plus that bound is at least the distance after the token, so a step
-checks by stepping only the allowed tokens whose bound exceeds the slack.
+Over the set's live configurations (those that can still complete in the tokens left), the
+largest distance plus that bound is at least the distance after the token, so a step checks only
+the allowed tokens whose bound exceeds the slack. The bound is a maximum over alternatives, so it
+is loose where they differ much (a value that may be ``null`` or a large object; a string past
+``limits.MAX_REPEAT`` characters, built of blocks that owe thousands); there the check steps many
+tokens (``matcher``: by one walk of the trie).
 """
 
 from libc.stdint cimport int32_t, int64_t, uint8_t
@@ -48,6 +52,7 @@ cnp.import_array()
 cdef enum:
     WALK_VISITS = 4096   # trie nodes a state's walk may visit: past it, longer tokens go uncounted
     NONE = -DINF         # "no configuration": the unit of max
+    RELAX_PASSES = 64    # relaxation passes over the closure graph's cycles before giving up (all unbounded)
 
 
 cdef extern from *:
@@ -113,6 +118,14 @@ cdef class Distances:
         """Per state, the fewest tokens to the end of its frame (``DINF``: none the vocabulary spells); for tests."""
         return np.array(<int32_t[:max(self.n_states, 1)]> self.dl)[: self.n_states].copy()
 
+    def token_bounds(self):
+        """Per token, the bound on the rise of the distance a step by it can cause (-``DINF``: a token
+        with no bytes, never checked); for tests and benchmarks."""
+        out = np.full(self.n_tokens, NONE, np.int32)
+        for p in range(self.n_order):
+            out[self.order[p]] = self.bound[p]
+        return out
+
 
 INF = DINF
 
@@ -124,13 +137,11 @@ cdef _token_bounds(Distances self, const TrieTables* tr, int32_t size, cnp.ndarr
     cdef const int32_t* k = <const int32_t*> cnp.PyArray_DATA(kb)
     cdef int32_t tok, p, lo, hi
     cdef int64_t s
+    self.n_tokens = size
     for tok in range(min(size, tr.n_tokens)):
         lo, hi = tr.bytes_off[tok], tr.bytes_off[tok + 1]
         if hi == lo:
             continue  # no bytes: end of text, which never raises the distance
-        if tr.tok_bytes[lo] == 0xFF:
-            b[tok] = DINF  # a token edge: its reserved bytes are no path of their own; always checked
-            continue
         s = 0
         for p in range(lo, hi):
             s += k[tr.tok_bytes[p]]
@@ -398,11 +409,12 @@ cdef int _byte_bounds(const Tables* t, int32_t n_rules, const int32_t* dl, const
     cdef int32_t n = t.n_states, s, e, b, q, j, v
     cdef int32_t pop = 0
     cdef int32_t* reach = <int32_t*> malloc(max(n, 1) * sizeof(int32_t))
-    if reach == NULL:
-        return -1
-    if _reach(t, dl, per_iter, reach) < 0:
+    cdef uint8_t* ends = <uint8_t*> malloc(max(n, 1))
+    if reach == NULL or ends == NULL or _reach(t, dl, per_iter, reach) < 0:
         free(reach)
+        free(ends)
         return -1
+    _frame_ends(t, ends)
     # a return lands on a caller's return state, whose own calls can raise the distance again
     for s in range(n):
         for j in range(t.x_start[s], t.x_start[s + 1]):
@@ -420,24 +432,57 @@ cdef int _byte_bounds(const Tables* t, int32_t n_rules, const int32_t* dl, const
             continue
         for e in range(t.b_start[s], t.b_start[s + 1]):
             q = t.b_tgt[e]
-            v = reach[q] if reach[q] > pop else pop
+            v = reach[q] if reach[q] > pop or not ends[q] else pop
             v = DINF if v >= DINF else v - dl[s]
             for b in range(t.b_lo[e], t.b_hi[e] + 1):
                 if v > kb[b]:
                     kb[b] = v
     for b in range(256):
-        if kb[b] == NONE:  # read only where no completion is known: nothing bounds it
-            kb[b] = DINF
+        # never read where a completion is known: a live configuration (the only kind the check
+        # steps) reaches it only past a byte that entered a state with none, whose bound is DINF
+        if kb[b] == NONE:
+            kb[b] = 0
     free(reach)
+    free(ends)
     return 0
+
+
+cdef void _frame_ends(const Tables* t, uint8_t* ends) noexcept nogil:
+    """Per state, whether its closure may end its frame (a final state, a counted repetition's
+    EXIT): only a byte into such a state returns to a caller, whose own calls can raise the
+    distance again. Relaxed to a fixpoint: the closure graph is small and mostly acyclic."""
+    cdef int32_t n = t.n_states, s, j, q
+    cdef bint rising = True
+    for s in range(n):
+        ends[s] = t.final[s]
+        for j in range(t.x_start[s], t.x_start[s + 1]):
+            if t.x_kind[j] == EDGE_EXIT:
+                ends[s] = 1
+    while rising:
+        rising = False
+        for s in range(n):
+            if ends[s]:
+                continue
+            for j in range(t.x_start[s], t.x_start[s + 1]):
+                q = t.x_tgt[j]
+                if ends[q] and (t.x_kind[j] != EDGE_CALL or ends[t.rule_start[t.x_arg[j]]]):
+                    ends[s] = 1
+                    rising = True
+                    break
 
 
 cdef int _reach(const Tables* t, const int32_t* dl, const int32_t* per_iter, int32_t* reach) noexcept:
     """Per state, the largest frame-relative distance among the configurations its closure emits,
-    without returning past its frame (NONE: it emits none). The closure graph has no cycles (left
-    recursion is refused), so one depth-first pass, children first, computes it."""
-    cdef int32_t n = t.n_states, s, u, j, k, r, q, c, sp = 0
-    cdef int64_t v, w
+    without returning past its frame (NONE: it emits none).
+
+    One depth-first pass, children first, settles every state outside a cycle. The closure graph
+    can cycle through a counted repetition's INC edge (a body that may read nothing), where a
+    state's successor is still open when it is settled: a few passes of relaxation then raise
+    each state to the largest value around its cycle (edges inside such a cycle add nothing, so
+    the values stop rising; past ``RELAX_PASSES`` every state is taken as unbounded)."""
+    cdef int32_t n = t.n_states, s, u, j, q, c, sp = 0, passes
+    cdef int64_t v
+    cdef bint rising = True
     cdef uint8_t* color = <uint8_t*> calloc(max(n, 1), sizeof(uint8_t))
     cdef int32_t cap = n + 2 * t.x_start[n] + 1  # every state once, then once per edge into it at most
     cdef int32_t* stack = <int32_t*> malloc(cap * sizeof(int32_t))
@@ -445,6 +490,8 @@ cdef int _reach(const Tables* t, const int32_t* dl, const int32_t* per_iter, int
         free(color)
         free(stack)
         return -1
+    for s in range(n):
+        reach[s] = NONE
     for s in range(n):
         if color[s]:
             continue
@@ -464,29 +511,43 @@ cdef int _reach(const Tables* t, const int32_t* dl, const int32_t* per_iter, int
             sp -= 1
             if color[u] == 2:
                 continue
-            v = dl[u] if t.b_start[u + 1] > t.b_start[u] else NONE
-            for j in range(t.x_start[u], t.x_start[u + 1]):
-                q = t.x_tgt[j]
-                w = _value(reach, color, q)
-                if w > v:
-                    v = w
-                if t.x_kind[j] == EDGE_CALL:  # the callee's configurations sit on a frame returning to q
-                    r = t.x_arg[j]
-                    k = t.rule_start[r]
-                    w = _value(reach, color, k)
-                    if w > NONE:
-                        if t.rule_max[r] > 0:
-                            w += <int64_t> t.rule_min[r] * per_iter[r]
-                        w += dl[q]
-                        if w > v:
-                            v = w
-            reach[u] = sat(v)
+            reach[u] = _closure_value(t, dl, per_iter, reach, u)
             color[u] = 2
+    passes = 0
+    while rising:
+        rising = False
+        passes += 1
+        for u in range(n):
+            v = _closure_value(t, dl, per_iter, reach, u)
+            if v > reach[u]:
+                reach[u] = <int32_t> v
+                rising = True
+        if rising and passes == RELAX_PASSES:
+            for u in range(n):
+                reach[u] = DINF
+            break
     free(color)
     free(stack)
     return 0
 
 
-cdef inline int64_t _value(const int32_t* reach, const uint8_t* color, int32_t q) noexcept nogil:
-    """``reach[q]``; DINF where it is not known yet (a cycle, which lowering never builds)."""
-    return reach[q] if color[q] == 2 else DINF
+cdef int32_t _closure_value(const Tables* t, const int32_t* dl, const int32_t* per_iter, const int32_t* reach,
+                            int32_t u) noexcept nogil:
+    """``reach[u]`` from its own byte edges and its successors' current values."""
+    cdef int32_t j, k, r, q
+    cdef int64_t v = dl[u] if t.b_start[u + 1] > t.b_start[u] else NONE, w
+    for j in range(t.x_start[u], t.x_start[u + 1]):
+        q = t.x_tgt[j]
+        if reach[q] > v:
+            v = reach[q]
+        if t.x_kind[j] == EDGE_CALL:  # the callee's configurations sit on a frame returning to q
+            r = t.x_arg[j]
+            k = t.rule_start[r]
+            if reach[k] > NONE:
+                w = reach[k]
+                if t.rule_max[r] > 0:
+                    w += <int64_t> t.rule_min[r] * per_iter[r]
+                w += dl[q]
+                if w > v:
+                    v = w
+    return sat(v)

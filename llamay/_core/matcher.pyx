@@ -37,13 +37,17 @@ from ..errors import LlamayError, UsageError
 from .automaton cimport (ACCEPT, BOTTOM, CTX, CTX_FRAMES, F_OVERFLOW, WS_WINDOW, Arena, CompiledGrammar, Config, Tables,
                          arena_free, arena_init, closure, fold_counter, push_frame)
 from .dfa cimport D_FULL, SetMachine, StringSlices, entry_walk
-from .distance cimport DINF, Distances
+from .distance cimport DINF, Distances, config_cost
 from .dfa import slices_for
 from .lexicon cimport LEX_REJECT, LEX_SEP, CompiledLexicon, LexiconMasks
 from .lexicon import masks_for
 from .maskcache import cache_for
 from .trie cimport TokenTrie, TrieTables
 from .walk cimport IntVec, Levels, advance, intvec_push_range, levels_free, levels_reserve, push_config, walk
+
+
+cdef enum:
+    WALK_CANDIDATES = 256   # tokens to check past which one trie walk checks them all (cheaper than stepping each)
 
 
 ctypedef struct PosRec:                # a position, as its cache key holds it
@@ -90,6 +94,22 @@ cdef class Entry:
         return (self.base, self.dense != NULL, self.n_extra, self.n_und)
 
 
+ctypedef struct Within:                # the budget's test of a token's set: at most ``limit`` from completion
+    const int32_t* dl                  # the Distances' arrays (the matcher holds the object)
+    const int32_t* per_iter
+    const Tables* t
+    int32_t limit
+
+
+cdef bint _within(void* ctx, const Arena* a, int32_t off, int32_t n) noexcept nogil:
+    cdef Within* w = <Within*> ctx
+    cdef int32_t i
+    for i in range(off, off + n):
+        if config_cost(w.dl, w.per_iter, w.t, a.frames, a.cfg[i]) <= w.limit:
+            return True
+    return False
+
+
 cdef class Matcher:
     """Constrains one generation to a compiled grammar over a vocabulary.
 
@@ -128,6 +148,9 @@ cdef class Matcher:
     cdef int32_t start_cap
     cdef Distances dist                # the pair's distances to completion (through the mask cache), on first use
     cdef readonly bint closed_by_budget
+    cdef uint32_t* budget_mask         # scratch: the closing check's mask
+    cdef int32_t* _eos_ids             # the vocabulary's end tokens, for code without the interpreter
+    cdef int32_t n_eos
 
     def __cinit__(self, CompiledGrammar grammar, vocab=None):
         if arena_init(&self.a, limits.MAX_CONFIGURATIONS) < 0:
@@ -157,6 +180,12 @@ cdef class Matcher:
                 if self.scratch == NULL or self.w_set == NULL:
                     raise MemoryError("matcher scratch")
             self._eos = frozenset(vocab.eos_ids)
+            self.n_eos = len(self._eos)
+            self._eos_ids = <int32_t*> malloc(max(self.n_eos, 1) * sizeof(int32_t))
+            if self._eos_ids == NULL:
+                raise MemoryError("matcher end tokens")
+            for i, e in enumerate(sorted(self._eos)):
+                self._eos_ids[i] = e
             if levels_reserve(&self.lv, self.trie.tr.max_depth) < 0:
                 raise MemoryError("matcher levels")
         else:
@@ -169,6 +198,8 @@ cdef class Matcher:
         free(self.cd.data)
         free(self.acc.data)
         free(self.scratch)
+        free(self.budget_mask)
+        free(self._eos_ids)
         free(self.w_set)
         free(self.recs)
         free(self.start_cfg)
@@ -406,31 +437,77 @@ cdef class Matcher:
         """Clear from ``out`` the tokens after which the set ``cfg[off:off+n]`` cannot complete in
         ``tokens_left - 1`` more tokens (or, when no completion fits, that do not bring it nearer).
 
-        Only tokens whose bound on the rise of the distance exceeds the slack are stepped (see
-        ``distance``); in a generation that does not come near its budget, none is.
+        Only the set's live configurations count (those that can still complete in time): a
+        token only dead ones allow is cleared. Of the rest, only tokens whose bound on the rise
+        of the distance exceeds the slack are checked (see ``distance``); in a generation that
+        does not come near its budget, none is. A few are stepped one by one; many (free text
+        in a string near the budget, or a grammar whose bounds are loose) are checked by one
+        walk of the vocabulary's trie, which shares their prefixes.
         """
         cdef Distances dist = self._distances()
         cdef const Tables* t = &self.g.t
         cdef const TrieTables* tr = &self.trie.tr
-        cdef int32_t i, k, d, tok, m, dmin = DINF, dmax = 0, limit, thr
-        cdef int32_t frames0 = self.a.n_frames, base = self.a.cfg_len
+        cdef int32_t i, k, d, tok, m, dmin = DINF, dmax = 0, limit, thr, candidates = 0, live = 0
+        cdef int32_t frames0 = self.a.n_frames, base0 = self.a.cfg_len, base, src = off
         cdef int flags = 0
         cdef bint removed = False
+        cdef Within within
         with nogil:
             for i in range(off, off + n):
+                dmin = min(dmin, dist.config_cost(t, self.a.frames, self.a.cfg[i]))
+            limit = max(tokens_left, dmin) - 1
+            for i in range(off, off + n):  # live: complete in this token and ``limit`` more
                 d = dist.config_cost(t, self.a.frames, self.a.cfg[i])
-                dmin = min(dmin, d)
-                dmax = max(dmax, d)
-            if dmin < DINF:
-                limit = max(tokens_left, dmin) - 1
-                thr = limit - dmax
+                if d <= limit + 1:
+                    dmax = max(dmax, d)
+                    live += 1
+        if dmin >= DINF:
+            return False
+        if live < n:  # the live configurations, copied past the set
+            src = base0
+            for i in range(off, off + n):
+                d = dist.config_cost(t, self.a.frames, self.a.cfg[i])
+                if d <= limit + 1 and not push_config(&self.a, self.a.cfg[i]):
+                    self.a.cfg_len = base0
+                    raise MemoryError("matcher configurations")
+        if self.budget_mask == NULL:
+            self.budget_mask = <uint32_t*> malloc(self.n_words * sizeof(uint32_t))
+            if self.budget_mask == NULL:
+                self.a.cfg_len = base0
+                raise MemoryError("matcher budget mask")
+        try:
+            if live < n:
+                memset(self.budget_mask, 0, self.n_words * sizeof(uint32_t))
+                self._fill_set(src, live, self.budget_mask)
+                for i in range(self.n_words):
+                    removed = removed or out[i] != (out[i] & self.budget_mask[i])
+                    out[i] &= self.budget_mask[i]
+            base = self.a.cfg_len
+            thr = limit - dmax
+            with nogil:
                 for k in range(dist.n_order):
+                    if dist.bound[k] <= thr or candidates >= WALK_CANDIDATES:
+                        break
+                    tok = dist.order[k]
+                    candidates += (out[tok >> 5] >> (tok & 31)) & 1
+                if candidates >= WALK_CANDIDATES:
+                    memset(self.budget_mask, 0, self.n_words * sizeof(uint32_t))
+                    for i in range(self.n_eos):  # no bytes, no trie node: allowed only when complete
+                        self.budget_mask[self._eos_ids[i] >> 5] |= (<uint32_t> 1) << (self._eos_ids[i] & 31)
+                    within.dl, within.per_iter, within.t, within.limit = dist.dl, dist.per_iter, t, limit
+                    flags = walk(t, &self.a, tr, src, live, False, t.ws_budget, self.budget_mask, NULL, &self.lv,
+                                 _within, &within) & F_OVERFLOW
+                    for i in range(self.n_words):
+                        removed = removed or out[i] != (out[i] & self.budget_mask[i])
+                        out[i] &= self.budget_mask[i]
+                    candidates = 0
+                for k in range(dist.n_order if candidates else 0):
                     if dist.bound[k] <= thr:
                         break
                     tok = dist.order[k]
                     if not (out[tok >> 5] >> (tok & 31)) & 1:
                         continue
-                    m = advance(t, &self.a, off, n, &tr.tok_bytes[tr.bytes_off[tok]],
+                    m = advance(t, &self.a, src, live, &tr.tok_bytes[tr.bytes_off[tok]],
                                 tr.bytes_off[tok + 1] - tr.bytes_off[tok], &flags)
                     d = DINF
                     for i in range(base, base + m):
@@ -440,6 +517,9 @@ cdef class Matcher:
                         removed = True
                     self.a.cfg_len = base
                     self.a.n_frames = frames0
+        finally:
+            self.a.cfg_len = base0
+            self.a.n_frames = frames0
         if flags & F_OVERFLOW:
             raise LlamayError("input is too ambiguous for this grammar (limit MAX_CONFIGURATIONS)")
         return removed
