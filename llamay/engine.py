@@ -33,6 +33,9 @@ log = logging.getLogger("llamay")
 
 TRUNCATED_WARNING = "max_tokens ended the output before the constrained document was complete"
 CUT_CALL_WARNING = "a tool call cut short before it was complete was dropped: tool-call markup never goes into content"
+BUDGET_CLOSED_WARNING = ("the token budget closed the constrained output: near max_tokens (or the end of the context) "
+                         "only tokens that let it complete in the tokens left were allowed")
+STOP_NOT_APPLIED_WARNING = "stop strings cut free text only: they were not applied to this constrained document"
 _GRAMMAR_CACHE_SIZE = 64
 
 
@@ -135,8 +138,10 @@ class Model:
         constraint = self._pick_constraint(schema, grammar, lexicon, json, tool_list, mode, name, parallel_tool_calls)
         prompt = self.template.render_parts(messages, tool_list if mode != "none" else None)
         names = [t["function"]["name"] for t in tool_list] if tool_list and mode != "none" else None
+        free_text = bool(tool_list) and schema is None and grammar is None and lexicon is None and not json
         return self._generate(prompt, constraint, names, max_tokens, stop,
-                              Sampling(temperature=temperature, top_p=top_p, top_k=top_k, seed=seed), stream, cancel)
+                              Sampling(temperature=temperature, top_p=top_p, top_k=top_k, seed=seed), stream, cancel,
+                              free_text)
 
     def complete(
         self,
@@ -175,17 +180,25 @@ class Model:
             raise UsageError(f"one constraint at a time: {' and '.join(chosen)} were both given")
         return self._constraint(schema, grammar, lexicon, json_, tools, mode, name, parallel)
 
-    def _generate(self, prompt, constraint, tools, max_tokens, stop, sampling, stream, cancel):
+    def _generate(self, prompt, constraint, tools, max_tokens, stop, sampling, stream, cancel, free_text=False):
+        """Run the generation; stop strings apply to free text: all of an unconstrained output, and
+        the text beside tool calls (``free_text``), never inside a call or a constrained document."""
         if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
             raise UsageError(f"max_tokens must be a positive integer or None, got {max_tokens!r}")
         stops = [stop] if isinstance(stop, str) else list(stop or [])
         if any(not isinstance(s, str) or not s for s in stops):
             raise UsageError("stop must be a non-empty string or a list of them")
-        stops += [s for s in self.template.stop if s not in stops]
+        notes = []
+        if constraint is not None and not free_text:  # the whole output is the document: a stop would halve it
+            notes += [STOP_NOT_APPLIED_WARNING] if stops else []
+            stops = []
+        else:
+            stops += [s for s in self.template.stop if s not in stops]
         prompt_ids = self.backend.tokenize(prompt)
         budget = max_tokens if max_tokens is not None else max(1, self.backend.n_ctx - len(prompt_ids))
         vocab = self.markers.vocab if tools is not None else self.backend.vocab
-        events = ChatStream(self, _Request(prompt_ids, constraint, vocab, tools, budget, stops), sampling, cancel)
+        req = _Request(prompt_ids, constraint, vocab, tools, budget, stops, notes, free_text)
+        events = ChatStream(self, req, sampling, cancel)
         return events if stream else _collect(events)
 
     @budget()
@@ -236,7 +249,9 @@ class _Request:
     vocab: Vocabulary  # the matcher's: with the dialect's marker tokens as edges where tools are offered
     tools: list[str] | None  # the offered tools' names, whose calls are read out of the text; None: no tools
     max_tokens: int
-    stops: list[str]
+    stops: list[str]  # cut the text outside tool calls; empty for a constrained document
+    notes: list[str]  # warnings known before generation
+    free_text: bool  # prose may stand beside the calls (tools under auto or none): the budget closes calls only
 
 
 class ChatStream:
@@ -247,7 +262,7 @@ class ChatStream:
 
     def __init__(self, model: Model, req: _Request, sampling: Sampling, cancel: threading.Event | None) -> None:
         self.prompt_tokens = len(req.prompt_ids)
-        self.warnings = list(req.constraint.warnings) if req.constraint is not None else []
+        self.warnings = (list(req.constraint.warnings) if req.constraint is not None else []) + req.notes
         self._events = self._run(model, req, sampling, cancel)
 
     def __iter__(self) -> ChatStream:
@@ -279,33 +294,39 @@ class ChatStream:
                     break
                 n_tokens += 1
                 marker = markers.get(token)  # a marker token may have no text of its own (a control token)
-                piece, stopped = text.feed(marker if marker is not None else
-                                           decoder.decode(backend.vocab.token_bytes(token)))
-                for event in _route(piece, calls):
+                for event in _route(marker if marker is not None else decoder.decode(backend.vocab.token_bytes(token)),
+                                    calls, text):
                     made_calls = made_calls or isinstance(event, ToolCall)
                     yield event
-                if stopped:
+                if text.stopped:
                     reason = "stop"
                     gen.close()
                     break
-        tail, _ = text.feed(decoder.decode(b"", final=True))
-        tail += text.flush()
-        if matcher is not None and reason == "length" and not matcher.is_accepting():
-            warnings.append(TRUNCATED_WARNING)
-        for event in _route(tail, calls):
+        complete = matcher is None or matcher.is_accepting()
+        for event in _route(decoder.decode(b"", final=True), calls, text):
             made_calls = made_calls or isinstance(event, ToolCall)
             yield event
-        cut = reason == "length" or text.matched is not None or (cancel is not None and cancel.is_set())
+        if matcher is not None and reason == "length" and not complete:
+            warnings.append(TRUNCATED_WARNING)
+        cut = (reason == "length" and not complete) or text.matched is not None or (
+            cancel is not None and cancel.is_set())
         if calls is not None and cut and calls.holds_markup:
             # a call cut short (max_tokens, a stop string, cancellation), or what could only have become
             # one, is neither a call nor content
             calls.drain()
             warnings.append(CUT_CALL_WARNING)
         else:
-            for event in _route("", calls, final=True):
+            for event in _route("", calls, text, final=True):
                 made_calls = made_calls or isinstance(event, ToolCall)
                 yield event
-        if made_calls and reason == "stop":
+        if held := text.flush():
+            yield TextDelta(held)
+        # prose cut by max_tokens is plain truncation: the budget only kept it from opening a call it could not finish
+        closed = matcher is not None and matcher.closed_by_budget and (made_calls or not req.free_text)
+        if closed:
+            warnings.append(BUDGET_CLOSED_WARNING)
+            reason = "length"  # a call closed this way is complete and is a call: finish tool_calls, below
+        if made_calls and (reason == "stop" or (closed and complete)):
             reason = "tool_calls"
         usage = {"prompt_tokens": self.prompt_tokens, "completion_tokens": n_tokens}
         yield Done(reason, usage, warnings, text.matched)
@@ -339,13 +360,19 @@ class _StopFilter:
         return out
 
 
-def _route(piece: str, calls: CallStream | None, final: bool = False) -> Iterator[Event]:
+def _route(piece: str, calls: CallStream | None, text: _StopFilter, final: bool = False) -> Iterator[Event]:
+    """``piece`` as events: tool calls read out of it, and the text beside them through the stop filter."""
     items: list = [piece] if calls is None else calls.feed(piece) + (calls.finish() if final else [])
     for item in items:
         if isinstance(item, str):
-            if item:
-                yield TextDelta(item)
+            out, stopped = text.feed(item)
+            if out:
+                yield TextDelta(out)
+            if stopped:
+                return
         else:
+            if held := text.flush():  # text held back for a stop string that did not come: it precedes the call
+                yield TextDelta(held)
             yield item
 
 

@@ -31,6 +31,8 @@ from llamay.schema import compile_json_schema
 from tests.test_backends_agree import backend as shared_backend
 
 CITY = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20}}, "required": ["city"]}
+CITIES = {"type": "object", "properties": {"cities": {"type": "array", "items": {"type": "string"}}},
+          "required": ["cities"]}
 
 
 @pytest.fixture
@@ -73,6 +75,14 @@ def test_processor_in_mlx_lm_generate(mb):
     assert processor.matcher.is_accepting()
 
 
+def test_processor_with_the_token_limit_closes_the_document_within_it(mb):
+    prompt = mb.tokenizer.apply_chat_template([{"role": "user", "content": "List forty cities of the world as JSON."}],
+                                              add_generation_prompt=True)
+    processor = LlamayLogitsProcessor(compile_json_schema(CITIES), mb.tokenizer, max_tokens=12)
+    text = mlx_lm.generate(mb.model, mb.tokenizer, prompt, max_tokens=12, logits_processors=[processor])
+    assert isinstance(json.loads(text)["cities"], list), text  # generate appends the last token after the last mask
+
+
 def test_processor_with_a_sampler(mb):
     from mlx_lm.sample_utils import make_sampler
 
@@ -88,6 +98,8 @@ def test_processor_with_a_sampler(mb):
 def test_processor_refuses_misuse_and_notices_a_refused_token():
     with pytest.raises(UsageError, match="CompiledGrammar"):
         LlamayLogitsProcessor("root ::= [a]", Vocabulary([b"a"], [0]))
+    with pytest.raises(UsageError, match="token limit"):
+        LlamayLogitsProcessor(compile_gbnf('root ::= "a"'), Vocabulary([b"a"], [0]), max_tokens=0)
     vocab = Vocabulary([b"a", b"b", b""], eos_ids=[2])
     processor = LlamayLogitsProcessor(compile_gbnf('root ::= "a"'), vocab)
     out = processor(mx.array([0]), mx.zeros((1, 3)))

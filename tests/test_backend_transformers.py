@@ -29,6 +29,8 @@ from llamay.schema import compile_json_schema
 from tests.test_backends_agree import backend as shared_backend
 
 CITY = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20}}, "required": ["city"]}
+CITIES = {"type": "object", "properties": {"cities": {"type": "array", "items": {"type": "string"}}},
+          "required": ["cities"]}
 
 
 @pytest.fixture
@@ -137,6 +139,14 @@ def test_processor_constrains_a_batch_in_model_generate(tb):
         assert matcher.is_accepting()
 
 
+def test_processor_with_the_token_limit_closes_the_document_within_it(tb):
+    enc = chat_batch(tb.tokenizer, ["List forty cities of the world as JSON."])
+    processor = LlamayLogitsProcessor(compile_json_schema(CITIES), tb.vocab, max_new_tokens=12)
+    out = tb.model.generate(**enc, max_new_tokens=12, do_sample=False, logits_processor=[processor])
+    text = tb.tokenizer.decode(out[0, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+    assert isinstance(json.loads(text)["cities"], list), text  # generate appends the last token after the last mask
+
+
 def test_processor_takes_a_tokenizer_and_samples(tb):
     enc = chat_batch(tb.tokenizer, ["Is the sky blue?"])
     torch.manual_seed(0)
@@ -150,6 +160,8 @@ def test_processor_takes_a_tokenizer_and_samples(tb):
 def test_processor_refuses_misuse():
     with pytest.raises(UsageError, match="CompiledGrammar"):
         LlamayLogitsProcessor({"type": "object"}, Vocabulary([b"a"], [0]))
+    with pytest.raises(UsageError, match="token limit"):
+        LlamayLogitsProcessor(compile_gbnf('root ::= "a"'), Vocabulary([b"a"], [0]), max_new_tokens=0)
 
 
 def test_processor_notices_a_token_it_refused():

@@ -23,6 +23,7 @@ class MaskCache:
         self.entries: dict[tuple, tuple] = {}
         self.nbytes = 0
         self.machine = None
+        self.distances = None  # distance.Distances, built by the first matcher that closes a document
 
     def get(self, key: tuple):
         return self.entries.get(key)

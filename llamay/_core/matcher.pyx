@@ -37,12 +37,17 @@ from ..errors import LlamayError, UsageError
 from .automaton cimport (ACCEPT, BOTTOM, CTX, CTX_FRAMES, F_OVERFLOW, WS_WINDOW, Arena, CompiledGrammar, Config, Tables,
                          arena_free, arena_init, closure, fold_counter, push_frame)
 from .dfa cimport D_FULL, SetMachine, StringSlices, entry_walk
+from .distance cimport DINF, Distances, config_cost
 from .dfa import slices_for
 from .lexicon cimport LEX_REJECT, LEX_SEP, CompiledLexicon, LexiconMasks
 from .lexicon import masks_for
 from .maskcache import cache_for
 from .trie cimport TokenTrie, TrieTables
 from .walk cimport IntVec, Levels, advance, intvec_push_range, levels_free, levels_reserve, push_config, walk
+
+
+cdef enum:
+    WALK_CANDIDATES = 256   # tokens to check past which one trie walk checks them all (cheaper than stepping each)
 
 
 ctypedef struct PosRec:                # a position, as its cache key holds it
@@ -89,6 +94,22 @@ cdef class Entry:
         return (self.base, self.dense != NULL, self.n_extra, self.n_und)
 
 
+ctypedef struct Within:                # the budget's test of a token's set: at most ``limit`` from completion
+    const int32_t* dl                  # the Distances' arrays (the matcher holds the object)
+    const int32_t* per_iter
+    const Tables* t
+    int32_t limit
+
+
+cdef bint _within(void* ctx, const Arena* a, int32_t off, int32_t n) noexcept nogil:
+    cdef Within* w = <Within*> ctx
+    cdef int32_t i
+    for i in range(off, off + n):
+        if config_cost(w.dl, w.per_iter, w.t, a.frames, a.cfg[i]) <= w.limit:
+            return True
+    return False
+
+
 cdef class Matcher:
     """Constrains one generation to a compiled grammar over a vocabulary.
 
@@ -125,6 +146,11 @@ cdef class Matcher:
     cdef dict entries                  # the mask cache's entries (read directly; added through the cache)
     cdef Config* start_cfg             # scratch: their start configurations on the set machine
     cdef int32_t start_cap
+    cdef Distances dist                # the pair's distances to completion (through the mask cache), on first use
+    cdef readonly bint closed_by_budget
+    cdef uint32_t* budget_mask         # scratch: the closing check's mask
+    cdef int32_t* _eos_ids             # the vocabulary's end tokens, for code without the interpreter
+    cdef int32_t n_eos
 
     def __cinit__(self, CompiledGrammar grammar, vocab=None):
         if arena_init(&self.a, limits.MAX_CONFIGURATIONS) < 0:
@@ -154,6 +180,12 @@ cdef class Matcher:
                 if self.scratch == NULL or self.w_set == NULL:
                     raise MemoryError("matcher scratch")
             self._eos = frozenset(vocab.eos_ids)
+            self.n_eos = len(self._eos)
+            self._eos_ids = <int32_t*> malloc(max(self.n_eos, 1) * sizeof(int32_t))
+            if self._eos_ids == NULL:
+                raise MemoryError("matcher end tokens")
+            for i, e in enumerate(sorted(self._eos)):
+                self._eos_ids[i] = e
             if levels_reserve(&self.lv, self.trie.tr.max_depth) < 0:
                 raise MemoryError("matcher levels")
         else:
@@ -166,6 +198,8 @@ cdef class Matcher:
         free(self.cd.data)
         free(self.acc.data)
         free(self.scratch)
+        free(self.budget_mask)
+        free(self._eos_ids)
         free(self.w_set)
         free(self.recs)
         free(self.start_cfg)
@@ -202,6 +236,7 @@ cdef class Matcher:
         self.a.n_frames = 0
         self.a.step_frames = 0
         self.n_steps = 0
+        self.closed_by_budget = False
         if self.lex is not None:
             c.state, c.counter, c.parent, c.ws = LEX_SEP, 0, BOTTOM, 0
             push_config(&self.a, c)
@@ -333,14 +368,27 @@ cdef class Matcher:
         return self._advance(&tr.tok_bytes[start], end - start)
 
     # -- masks ------------------------------------------------------------------------------
-    def fill_next_token_bitmask(self, bitmask, int index=0):
-        """Write the allowed tokens into ``bitmask`` (int32, ``ceil(V/32)`` words; or row ``index`` of a 2-D batch)."""
+    def fill_next_token_bitmask(self, bitmask, int index=0, tokens_left=None):
+        """Write the allowed tokens into ``bitmask`` (int32, ``ceil(V/32)`` words; or row ``index`` of a 2-D batch).
+
+        With ``tokens_left`` (this token included), the mask also closes the document within
+        that budget: once it comes down to the fewest tokens that complete the document
+        (``completion_distance``), only tokens after which it can still be completed in what is
+        left stay allowed. The mask is never empty; where no completion fits, tokens that bring
+        the end nearer stay. Returns whether the budget removed any token (``closed_by_budget``
+        then stays true until ``reset``). Lexicon grammars have no distances: there the budget
+        changes nothing and this returns False.
+        """
         cdef uint32_t* out = self._mask_row(bitmask, index)
-        cdef int32_t off, n
+        cdef int32_t off, n, left = 0
+        if tokens_left is not None:
+            left = tokens_left
+            if left < 1:
+                raise UsageError(f"tokens_left must be at least 1 (the token this mask is for), got {tokens_left}")
         with nogil:
             memset(out, 0, self.n_words * sizeof(uint32_t))
         if self.is_terminated():
-            return
+            return False
         off = self.h_off[self.n_steps - 1]
         n = self.h_len[self.n_steps - 1]
         if self.lex is not None:
@@ -349,8 +397,132 @@ cdef class Matcher:
                     out[<int32_t> e >> 5] |= (<uint32_t> 1) << (<int32_t> e & 31)
             with nogil:
                 self.lexmasks.fill(self.a.cfg[off].state, out)
-            return
+            return False
         self._fill_set(off, n, out)
+        if tokens_left is None or not self._close(off, n, out, left):
+            return False
+        self.closed_by_budget = True
+        return True
+
+    def completion_distance(self):
+        """The fewest tokens that complete the document from here, over this matcher's vocabulary.
+
+        An upper bound that some token sequence meets (tokens are counted along the grammar's
+        paths, not across its rules); 0 when complete; None where this vocabulary spells no
+        completion, or for a lexicon grammar, which has no distances.
+        """
+        cdef int32_t i, d, best = DINF, off = self.h_off[self.n_steps - 1]
+        cdef Distances dist
+        if self.vocab is None:
+            raise UsageError("this matcher has no vocabulary: distances count its tokens")
+        if self.lex is not None:
+            return None
+        if self.is_terminated():
+            return 0
+        dist = self._distances()
+        for i in range(off, off + self.h_len[self.n_steps - 1]):
+            d = dist.config_cost(&self.g.t, self.a.frames, self.a.cfg[i])
+            if d < best:
+                best = d
+        return None if best >= DINF else best
+
+    cdef Distances _distances(self):
+        if self.dist is None:
+            if self.cache.distances is None:
+                self.cache.distances = Distances(self.g, self.trie)
+            self.dist = self.cache.distances
+        return self.dist
+
+    cdef bint _close(self, int32_t off, int32_t n, uint32_t* out, int32_t tokens_left) except -1:
+        """Clear from ``out`` the tokens after which the set ``cfg[off:off+n]`` cannot complete in
+        ``tokens_left - 1`` more tokens (or, when no completion fits, that do not bring it nearer).
+
+        Only the set's live configurations count (those that can still complete in time): a
+        token only dead ones allow is cleared. Of the rest, only tokens whose bound on the rise
+        of the distance exceeds the slack are checked (see ``distance``); in a generation that
+        does not come near its budget, none is. A few are stepped one by one; many (free text
+        in a string near the budget, or a grammar whose bounds are loose) are checked by one
+        walk of the vocabulary's trie, which shares their prefixes.
+        """
+        cdef Distances dist = self._distances()
+        cdef const Tables* t = &self.g.t
+        cdef const TrieTables* tr = &self.trie.tr
+        cdef int32_t i, k, d, tok, m, dmin = DINF, dmax = 0, limit, thr, candidates = 0, live = 0
+        cdef int32_t frames0 = self.a.n_frames, base0 = self.a.cfg_len, base, src = off
+        cdef int flags = 0
+        cdef bint removed = False
+        cdef Within within
+        with nogil:
+            for i in range(off, off + n):
+                dmin = min(dmin, dist.config_cost(t, self.a.frames, self.a.cfg[i]))
+            limit = max(tokens_left, dmin) - 1
+            for i in range(off, off + n):  # live: complete in this token and ``limit`` more
+                d = dist.config_cost(t, self.a.frames, self.a.cfg[i])
+                if d <= limit + 1:
+                    dmax = max(dmax, d)
+                    live += 1
+        if dmin >= DINF:
+            return False
+        if live < n:  # the live configurations, copied past the set
+            src = base0
+            for i in range(off, off + n):
+                d = dist.config_cost(t, self.a.frames, self.a.cfg[i])
+                if d <= limit + 1 and not push_config(&self.a, self.a.cfg[i]):
+                    self.a.cfg_len = base0
+                    raise MemoryError("matcher configurations")
+        if self.budget_mask == NULL:
+            self.budget_mask = <uint32_t*> malloc(self.n_words * sizeof(uint32_t))
+            if self.budget_mask == NULL:
+                self.a.cfg_len = base0
+                raise MemoryError("matcher budget mask")
+        try:
+            if live < n:
+                memset(self.budget_mask, 0, self.n_words * sizeof(uint32_t))
+                self._fill_set(src, live, self.budget_mask)
+                for i in range(self.n_words):
+                    removed = removed or out[i] != (out[i] & self.budget_mask[i])
+                    out[i] &= self.budget_mask[i]
+            base = self.a.cfg_len
+            thr = limit - dmax
+            with nogil:
+                for k in range(dist.n_order):
+                    if dist.bound[k] <= thr or candidates >= WALK_CANDIDATES:
+                        break
+                    tok = dist.order[k]
+                    candidates += (out[tok >> 5] >> (tok & 31)) & 1
+                if candidates >= WALK_CANDIDATES:
+                    memset(self.budget_mask, 0, self.n_words * sizeof(uint32_t))
+                    for i in range(self.n_eos):  # no bytes, no trie node: allowed only when complete
+                        self.budget_mask[self._eos_ids[i] >> 5] |= (<uint32_t> 1) << (self._eos_ids[i] & 31)
+                    within.dl, within.per_iter, within.t, within.limit = dist.dl, dist.per_iter, t, limit
+                    flags = walk(t, &self.a, tr, src, live, False, t.ws_budget, self.budget_mask, NULL, &self.lv,
+                                 _within, &within) & F_OVERFLOW
+                    for i in range(self.n_words):
+                        removed = removed or out[i] != (out[i] & self.budget_mask[i])
+                        out[i] &= self.budget_mask[i]
+                    candidates = 0
+                for k in range(dist.n_order if candidates else 0):
+                    if dist.bound[k] <= thr:
+                        break
+                    tok = dist.order[k]
+                    if not (out[tok >> 5] >> (tok & 31)) & 1:
+                        continue
+                    m = advance(t, &self.a, src, live, &tr.tok_bytes[tr.bytes_off[tok]],
+                                tr.bytes_off[tok + 1] - tr.bytes_off[tok], &flags)
+                    d = DINF
+                    for i in range(base, base + m):
+                        d = min(d, dist.config_cost(t, self.a.frames, self.a.cfg[i]))
+                    if d > limit:
+                        out[tok >> 5] &= ~((<uint32_t> 1) << (tok & 31))
+                        removed = True
+                    self.a.cfg_len = base
+                    self.a.n_frames = frames0
+        finally:
+            self.a.cfg_len = base0
+            self.a.n_frames = frames0
+        if flags & F_OVERFLOW:
+            raise LlamayError("input is too ambiguous for this grammar (limit MAX_CONFIGURATIONS)")
+        return removed
 
     cdef uint32_t* _mask_row(self, bitmask, int index) except NULL:
         cdef cnp.ndarray arr

@@ -67,10 +67,12 @@ cdef void levels_free(Levels* lv) noexcept nogil:
 
 
 cdef int walk(const Tables* t, Arena* a, const TrieTables* tr, int32_t src, int32_t n, bint ci, int32_t ws_cap,
-              uint32_t* out, IntVec* cd, Levels* lv) noexcept nogil:
+              uint32_t* out, IntVec* cd, Levels* lv, TokenTest test=NULL, void* ctx=NULL) noexcept nogil:
     """Set the bits of accepted tokens in ``out`` (and collect undecided ones in ``cd``); returns flags.
 
-    The caller reserved ``lv`` for ``tr.max_depth``. Leaves ``cfg_len`` and ``n_frames`` as found.
+    With ``test``, a token is set only where ``test`` keeps the set it leads to (the budget's
+    check: a whole trie walk, prefixes shared). The caller reserved ``lv`` for ``tr.max_depth``.
+    Leaves ``cfg_len`` and ``n_frames`` as found.
     """
     cdef int32_t i = 0, d, k, j, size, cfg0 = a.cfg_len, frames0 = a.n_frames
     cdef int flags = 0, f, result = 0
@@ -102,8 +104,9 @@ cdef int walk(const Tables* t, Arena* a, const TrieTables* tr, int32_t src, int3
         lv.len[d] = k
         lv.flag[d] = f
         lv.frames[d] = a.n_frames
-        for j in range(tr.node_tok[i], tr.node_tok[i + 1]):
-            out[tr.tok_ids[j] >> 5] |= (<uint32_t> 1) << (tr.tok_ids[j] & 31)
+        if test == NULL or (tr.node_tok[i + 1] > tr.node_tok[i] and test(ctx, a, lv.off[d], k)):
+            for j in range(tr.node_tok[i], tr.node_tok[i + 1]):
+                out[tr.tok_ids[j] >> 5] |= (<uint32_t> 1) << (tr.tok_ids[j] & 31)
         i += 1
     a.cfg_len = cfg0
     a.n_frames = frames0

@@ -86,7 +86,9 @@ class Backend(ABC):
         """Yield generated token ids; stops after EOS (not yielded), ``max_tokens``, or when ``cancel`` is set.
 
         With a matcher, only tokens it allows are sampled, and each is accepted before it is
-        yielded, so a consumer never sees a token the constraint refused.
+        yielded, so a consumer never sees a token the constraint refused. The matcher's mask
+        closes the document within the budget (``max_tokens``, or what the context still holds);
+        ``matcher.closed_by_budget`` tells afterwards whether it had to.
         """
         if self.n_ctx and len(prompt) + 1 > self.n_ctx:
             raise ContextLengthError(f"the prompt has {len(prompt)} tokens; the context holds {self.n_ctx}")
@@ -95,12 +97,12 @@ class Backend(ABC):
         mask = allocate_bitmask(self.vocab.size) if matcher is not None else None
         rng = sampling.rng()
         budget = max_tokens if not self.n_ctx else min(max_tokens, self.n_ctx - len(prompt))
-        for _ in range(budget):
+        for i in range(budget):
             if cancel is not None and cancel.is_set():
                 return
             logits = self.logits()
             if matcher is not None:
-                matcher.fill_next_token_bitmask(mask)
+                matcher.fill_next_token_bitmask(mask, tokens_left=budget - i)
                 apply_bitmask(logits[: self.vocab.size] if logits.shape[0] > self.vocab.size else logits, mask)
                 if logits.shape[0] > self.vocab.size:
                     logits[self.vocab.size :] = -np.inf

@@ -5,6 +5,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from ..errors import UsageError
+
 
 class Encoder:
     """A fast HF tokenizer's two readings of text: special tokens' text as those tokens, or as text.
@@ -31,3 +33,16 @@ class Encoder:
 def extends(cached: list[int], prompt: list[int]) -> bool:
     """Whether a KV cache holding ``cached`` can be extended to ``prompt`` (a strict, non-empty prefix)."""
     return 0 < len(cached) < len(prompt) and prompt[: len(cached)] == cached
+
+
+def tokens_budget(max_tokens: int | None) -> int | None:
+    """A logits processor's budget, checked: the generation's token limit, or None for none."""
+    if max_tokens is not None and (not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1):
+        raise UsageError(f"the processor's token limit must be a positive integer or None, got {max_tokens!r}")
+    return max_tokens
+
+
+def tokens_left(budget: int | None, generated: int) -> int | None:
+    """The ``tokens_left`` of the next mask; past the budget (a caller's limit larger than the processor's)
+    the last token's."""
+    return None if budget is None else max(1, budget - generated)

@@ -29,7 +29,7 @@ from ..errors import InternalError, UsageError
 from ..models import DEFAULT_MODEL_ID, ModelError
 from ..vocab import Vocabulary
 from .base import Backend
-from .hf_common import Encoder, extends
+from .hf_common import Encoder, extends, tokens_budget, tokens_left
 
 try:
     import mlx.core as mx
@@ -132,22 +132,28 @@ class LlamayLogitsProcessor:
     graph once a step, which any token-dependent constraint must. Once the constraint has
     ended (EOS accepted), logits pass through unchanged. Raises ``InternalError`` if a
     token the mask refused was appended anyway.
+
+    ``max_tokens``, the same as ``mlx_lm.generate``'s, makes the mask close the document within
+    it (``Matcher.fill_next_token_bitmask``'s ``tokens_left``); without it a document that runs
+    into the limit is cut.
     """
 
-    def __init__(self, grammar: CompiledGrammar, vocab: Vocabulary | Any) -> None:
+    def __init__(self, grammar: CompiledGrammar, vocab: Vocabulary | Any, max_tokens: int | None = None) -> None:
         if not isinstance(grammar, CompiledGrammar):
             raise UsageError(f"grammar must be a llamay CompiledGrammar, got {type(grammar).__name__}")
         if not isinstance(vocab, Vocabulary):
             vocab = Vocabulary.from_hf(getattr(vocab, "_tokenizer", vocab))
         self.vocab = vocab
         self.matcher = Matcher(grammar, vocab)
+        self.budget = tokens_budget(max_tokens)
         self._mask = allocate_bitmask(vocab.size)
         self._shifts = mx.arange(32, dtype=mx.int32)
         self._seen: int | None = None
+        self._prompt = 0
 
     def __call__(self, tokens: mx.array, logits: mx.array) -> mx.array:
         if self._seen is None:
-            self._seen = int(tokens.shape[-1])
+            self._seen = self._prompt = int(tokens.shape[-1])
         else:
             new = tokens.reshape(-1)[self._seen :].tolist()
             self._seen = int(tokens.shape[-1])
@@ -158,7 +164,8 @@ class LlamayLogitsProcessor:
                     raise InternalError(f"token {token} was generated although the constraint refused it")
         if self.matcher.is_terminated():
             return logits
-        self.matcher.fill_next_token_bitmask(self._mask)
+        left = tokens_left(self.budget, self._seen - self._prompt)
+        self.matcher.fill_next_token_bitmask(self._mask, tokens_left=left)
         return apply_bitmask_mx(logits, self._mask, self.vocab.size, self._shifts)
 
 

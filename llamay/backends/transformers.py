@@ -29,7 +29,7 @@ from ..errors import InternalError, UsageError
 from ..models import DEFAULT_MODEL_ID, ModelError
 from ..vocab import Vocabulary
 from .base import Backend
-from .hf_common import Encoder, extends
+from .hf_common import Encoder, extends, tokens_budget, tokens_left
 
 try:
     import torch
@@ -139,15 +139,20 @@ class LlamayLogitsProcessor(transformers.LogitsProcessor):
     numpy view of the scores (llamay's kernel, no copy); elsewhere the int32 bitmask is
     unpacked with torch ops on the scores' device. Raises ``InternalError`` if a token
     the mask refused was appended anyway (another processor changed the scores after this one).
+
+    ``max_new_tokens``, the same as ``generate``'s, makes the mask close the document within it
+    (``Matcher.fill_next_token_bitmask``'s ``tokens_left``); without it a document that runs
+    into ``generate``'s limit is cut.
     """
 
-    def __init__(self, grammar: CompiledGrammar, vocab: Vocabulary | Any) -> None:
+    def __init__(self, grammar: CompiledGrammar, vocab: Vocabulary | Any, max_new_tokens: int | None = None) -> None:
         if not isinstance(grammar, CompiledGrammar):
             raise UsageError(f"grammar must be a llamay CompiledGrammar, got {type(grammar).__name__}")
         self.grammar = grammar
         self.vocab = vocab if isinstance(vocab, Vocabulary) else Vocabulary.from_hf(vocab)
+        self.budget = tokens_budget(max_new_tokens)
         self.matchers: list[Matcher] = []
-        self._seen = 0
+        self._seen = self._prompt = 0
         self._mask: np.ndarray | None = None
         self._bits: dict[torch.device, torch.Tensor] = {}
 
@@ -156,7 +161,7 @@ class LlamayLogitsProcessor(transformers.LogitsProcessor):
         if not self.matchers:
             self.matchers = [Matcher(self.grammar, self.vocab) for _ in range(batch)]
             self._mask = allocate_bitmask(self.vocab.size, batch)
-            self._seen = input_ids.shape[1]
+            self._seen = self._prompt = input_ids.shape[1]
         elif batch != len(self.matchers):
             raise UsageError(f"the batch changed from {len(self.matchers)} to {batch} rows; use a new processor")
         else:
@@ -164,11 +169,12 @@ class LlamayLogitsProcessor(transformers.LogitsProcessor):
         mask = self._mask
         assert mask is not None
         live = []
+        left = tokens_left(self.budget, self._seen - self._prompt)
         for row, matcher in enumerate(self.matchers):
             if matcher.is_terminated():
                 mask[row] = -1
             else:
-                matcher.fill_next_token_bitmask(mask, row)
+                matcher.fill_next_token_bitmask(mask, row, tokens_left=left)
                 live.append(row)
         if live:
             _apply(scores, mask, self.vocab.size, self._bits)
