@@ -24,6 +24,9 @@ class MaskCache:
         self.nbytes = 0
         self.machine = None
         self.distances = None  # distance.Distances, built by the first matcher that closes a document
+        # per key of a set that holds whole stacks: the largest distance to completion a token it
+        # allows leads to (found by the budget's trie walk; below the tokens left, nothing to check)
+        self.worst: dict[bytes, int] = {}
 
     def get(self, key: tuple):
         return self.entries.get(key)
@@ -34,6 +37,13 @@ class MaskCache:
         self.entries[key] = entry
         self.nbytes += size
         return True
+
+
+    def put_worst(self, key: bytes, worst: int) -> None:
+        size = len(key) + 64
+        if self.nbytes + size <= limits.MASK_CACHE_BYTES:
+            self.worst[key] = worst
+            self.nbytes += size
 
 
 def cache_for(grammar, vocab) -> MaskCache:

@@ -99,15 +99,16 @@ ctypedef struct Within:                # the budget's test of a token's set: at 
     const int32_t* per_iter
     const Tables* t
     int32_t limit
+    int32_t worst                      # the largest distance a token led to
 
 
 cdef bint _within(void* ctx, const Arena* a, int32_t off, int32_t n) noexcept nogil:
     cdef Within* w = <Within*> ctx
-    cdef int32_t i
+    cdef int32_t i, d = DINF
     for i in range(off, off + n):
-        if config_cost(w.dl, w.per_iter, w.t, a.frames, a.cfg[i]) <= w.limit:
-            return True
-    return False
+        d = min(d, config_cost(w.dl, w.per_iter, w.t, a.frames, a.cfg[i]))
+    w.worst = max(w.worst, d)
+    return d <= w.limit
 
 
 cdef class Matcher:
@@ -149,6 +150,8 @@ cdef class Matcher:
     cdef Distances dist                # the pair's distances to completion (through the mask cache), on first use
     cdef readonly bint closed_by_budget
     cdef uint32_t* budget_mask         # scratch: the closing check's mask
+    cdef object set_key                # the cache key of the set the last mask was filled for (None: no key)
+    cdef bint set_whole                # and whether it holds whole stacks (then it decides every distance)
     cdef int32_t* _eos_ids             # the vocabulary's end tokens, for code without the interpreter
     cdef int32_t n_eos
 
@@ -452,6 +455,7 @@ cdef class Matcher:
         cdef int flags = 0
         cdef bint removed = False
         cdef Within within
+        within.worst = 0
         with nogil:
             for i in range(off, off + n):
                 dmin = min(dmin, dist.config_cost(t, self.a.frames, self.a.cfg[i]))
@@ -463,6 +467,11 @@ cdef class Matcher:
                     live += 1
         if dmin >= DINF:
             return False
+        key = self.set_key if self.set_whole else None
+        if key is not None:
+            worst = self.cache.worst.get(key)
+            if worst is not None and worst <= limit:
+                return False  # no token this set allows leads further than the tokens left
         if live < n:  # the live configurations, copied past the set
             src = base0
             for i in range(off, off + n):
@@ -494,7 +503,9 @@ cdef class Matcher:
                     memset(self.budget_mask, 0, self.n_words * sizeof(uint32_t))
                     for i in range(self.n_eos):  # no bytes, no trie node: allowed only when complete
                         self.budget_mask[self._eos_ids[i] >> 5] |= (<uint32_t> 1) << (self._eos_ids[i] & 31)
-                    within.dl, within.per_iter, within.t, within.limit = dist.dl, dist.per_iter, t, limit
+                    within.dl, within.per_iter, within.t, within.limit, within.worst = dist.dl, dist.per_iter, t, limit, 0
+                    if key is not None:  # the whole set, so that what the walk finds holds for its key
+                        src, live = off, n
                     flags = walk(t, &self.a, tr, src, live, False, t.ws_budget, self.budget_mask, NULL, &self.lv,
                                  _within, &within) & F_OVERFLOW
                     for i in range(self.n_words):
@@ -522,6 +533,8 @@ cdef class Matcher:
             self.a.n_frames = frames0
         if flags & F_OVERFLOW:
             raise LlamayError("input is too ambiguous for this grammar (limit MAX_CONFIGURATIONS)")
+        if key is not None and src == off and live == n and within.worst > 0:
+            self.cache.put_worst(key, within.worst)
         return removed
 
     cdef uint32_t* _mask_row(self, bitmask, int index) except NULL:
@@ -615,9 +628,14 @@ cdef class Matcher:
             memmove(&recs[j + 2], &recs[j + 1], (m - j - 1) * sizeof(PosRec))
             recs[j + 1] = x
             m += 1
+        self.set_key = None
         if m == 0:
             return 0
         key = PyBytes_FromStringAndSize(<char*> recs, m * sizeof(PosRec))
+        self.set_whole = True
+        for i in range(m):
+            self.set_whole = self.set_whole and recs[i].bottom
+        self.set_key = key
         got = PyDict_GetItem(self.entries, key)
         if got == NULL:
             entry = self._build_entry(m, key)
