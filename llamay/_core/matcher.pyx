@@ -455,6 +455,7 @@ cdef class Matcher:
         cdef int flags = 0
         cdef bint removed = False
         cdef Within within
+        cdef int32_t done = DINF, done_worst = 0, stepped = 0, first = 0
         within.worst = 0
         with nogil:
             for i in range(off, off + n):
@@ -467,10 +468,17 @@ cdef class Matcher:
                     live += 1
         if dmin >= DINF:
             return False
+        # What earlier checks of this set found (a set key holding whole stacks decides every
+        # distance): every allowed token whose bound exceeds ``done`` was stepped and led at most
+        # ``done_worst`` from completion (``done`` -DINF: every token, by a walk).
         key = self.set_key if self.set_whole else None
-        if key is not None:
-            worst = self.cache.worst.get(key)
-            if worst is not None and worst <= limit:
+        thr = limit - dmax
+        entry = self.cache.worst.get(key) if key is not None else None
+        if entry is not None:
+            done, done_worst = entry
+            if done_worst > limit or (done > -DINF and live < n):
+                done = DINF  # no help: check as if for the first time
+            elif done == -DINF or done <= thr:
                 return False  # no token this set allows leads further than the tokens left
         if live < n:  # the live configurations, copied past the set
             src = base0
@@ -492,9 +500,10 @@ cdef class Matcher:
                     removed = removed or out[i] != (out[i] & self.budget_mask[i])
                     out[i] &= self.budget_mask[i]
             base = self.a.cfg_len
-            thr = limit - dmax
             with nogil:
-                for k in range(dist.n_order):
+                while first < dist.n_order and dist.bound[first] > done:  # stepped before, and fine
+                    first += 1
+                for k in range(first, dist.n_order):
                     if dist.bound[k] <= thr or candidates >= WALK_CANDIDATES:
                         break
                     tok = dist.order[k]
@@ -512,7 +521,8 @@ cdef class Matcher:
                         removed = removed or out[i] != (out[i] & self.budget_mask[i])
                         out[i] &= self.budget_mask[i]
                     candidates = 0
-                for k in range(dist.n_order if candidates else 0):
+                    done, stepped = -DINF, within.worst
+                for k in range(first, dist.n_order if candidates else 0):
                     if dist.bound[k] <= thr:
                         break
                     tok = dist.order[k]
@@ -523,6 +533,7 @@ cdef class Matcher:
                     d = DINF
                     for i in range(base, base + m):
                         d = min(d, dist.config_cost(t, self.a.frames, self.a.cfg[i]))
+                    stepped = max(stepped, d)
                     if d > limit:
                         out[tok >> 5] &= ~((<uint32_t> 1) << (tok & 31))
                         removed = True
@@ -533,8 +544,8 @@ cdef class Matcher:
             self.a.n_frames = frames0
         if flags & F_OVERFLOW:
             raise LlamayError("input is too ambiguous for this grammar (limit MAX_CONFIGURATIONS)")
-        if key is not None and src == off and live == n and within.worst > 0:
-            self.cache.put_worst(key, within.worst)
+        if key is not None and src == off and live == n:
+            self.cache.put_worst(key, (done if done == -DINF else thr, max(done_worst, stepped)))
         return removed
 
     cdef uint32_t* _mask_row(self, bitmask, int index) except NULL:
