@@ -69,14 +69,30 @@ def test_a_request_spends_one_budget_on_all_its_tools(monkeypatch, one_tool_seco
     assert _refused_for_time(exc.value)
 
 
+def _gil_chunk_longer_than(seconds: float) -> int:
+    """A ``sum(range(n))`` length that runs longer than ``seconds``: one C call, so it keeps the GIL throughout."""
+    n = 100_000
+    while True:
+        start = time.monotonic()
+        sum(range(n))
+        if time.monotonic() - start > seconds:
+            return n
+        n *= 2
+
+
 def test_threads_competing_for_the_interpreter_do_not_spend_the_budget(monkeypatch, one_tool_seconds):
-    """Three threads holding the GIL in turn slow the compile's wall time several-fold, not its CPU time."""
+    """Threads holding the GIL slow the compile's wall time past the budget, not its CPU time.
+
+    Each spinner keeps the GIL for one C call longer than the whole budget, so the first time
+    the compile hands the interpreter over, its wall time alone exceeds the budget.
+    """
     monkeypatch.setattr(limits, "COMPILE_SECONDS", 3 * one_tool_seconds)
+    chunk = _gil_chunk_longer_than(2 * limits.COMPILE_SECONDS)
     stop = threading.Event()
 
     def spin() -> None:
         while not stop.is_set():
-            sum(range(1000))
+            sum(range(chunk))
 
     spinners = [threading.Thread(target=spin) for _ in range(3)]
     for t in spinners:
