@@ -14,8 +14,10 @@ MODULES = ["automaton", "rulegraph", "lowering", "trie", "walk", "dfa", "lexicon
 # Python modules on the compile path, compiled as they are (Cython's pure Python mode): a schema's
 # compile spends half its time interpreting them, and compiled they run it in a sixth fewer
 # instructions. The ``.py`` stays the source; ``llamay._build`` refuses a checkout whose build is older.
-COMPILED_PYTHON = ["ir", "schema", "schema_algebra", "schema_keywords", "schema_refs", "json_grammar",
-                   "numeric", "regex", "formats", "utf8", "gbnf"]
+COMPILED_PYTHON = ["ir", "grammars.utf8", "grammars.json_lexical", "grammars.gbnf"] + [
+    f"grammars.jsonschema.{name}"
+    for name in ("compiler", "combinators", "keywords", "refs", "numeric", "regex", "formats")
+]
 
 directives = {
     "language_level": "3",
@@ -44,7 +46,8 @@ extensions = [
 # Python semantics kept whole: negative indices, bounds checks, Python's division, annotations that do not check
 python_directives = {"language_level": "3", "annotation_typing": False, "linetrace": DEBUG}
 compiled_python = [
-    Extension(f"llamay.{name}", [f"llamay/{name}.py"], define_macros=macros, extra_compile_args=compile_args)
+    Extension(f"llamay.{name}", [f"llamay/{name.replace('.', '/')}.py"],
+              define_macros=macros, extra_compile_args=compile_args)
     for name in COMPILED_PYTHON
 ]
 

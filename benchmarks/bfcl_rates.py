@@ -50,7 +50,7 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=256)
     args = ap.parse_args()
     if args.model is None:
-        from llamay.models import QWEN_CODER, shipped_model
+        from llamay.modelfiles.shipped import QWEN_CODER, shipped_model
 
         args.model = str(shipped_model(QWEN_CODER))
     model = load("llamacpp", args.model, n_threads=2, n_ctx=4096)

@@ -23,7 +23,7 @@ from benchmarks.workloads import CITIES_MESSAGES, CITIES_SCHEMA
 from llamay import Matcher
 from llamay.backends import Sampling
 from llamay.chat import ChatTemplate
-from llamay.schema import compile_json_schema
+from llamay.grammars.jsonschema.compiler import compile_json_schema
 from tests.test_backends_agree import backend, need
 
 N_TOKENS = 32

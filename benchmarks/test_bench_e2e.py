@@ -16,7 +16,7 @@ pytest.importorskip("llama_cpp")
 from benchmarks.workloads import CITIES_MESSAGES, CITIES_SCHEMA
 from llamay import Matcher
 from llamay.backends import Sampling, load_backend
-from llamay.schema import compile_json_schema
+from llamay.grammars.jsonschema.compiler import compile_json_schema
 
 N_TOKENS = 64
 ROUNDS = 11

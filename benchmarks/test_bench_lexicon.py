@@ -16,7 +16,7 @@ import pytest
 import llamay
 from benchmarks.workloads import per_token_stats
 from llamay import ir
-from llamay.lexicon import compile_lexicon
+from llamay.grammars.lexicon import compile_lexicon
 
 SEPARATORS = b" \n.,;:!?'\"()-"
 TEXT = (b"The cat sat on the mat, and the dog ran in the park. She said: \"Come here!\" "

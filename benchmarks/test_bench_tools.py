@@ -11,7 +11,7 @@ import pytest
 
 import llamay
 from benchmarks.workloads import greedy_tokens, per_token_stats, walk_document
-from llamay.toolcall import compile_tool_calls
+from llamay.chat.tool_grammar import compile_tool_calls
 
 TOOLS = [
     {"name": "get_weather", "parameters": {"type": "object", "properties": {

@@ -19,7 +19,7 @@ import llamay
 from benchmarks.test_bench_tools import TOOLS
 from benchmarks.workloads import greedy_tokens, vocabularies, walk_document
 from llamay.chat.dialects import DIALECTS, Markers
-from llamay.toolcall import compile_tool_calls
+from llamay.chat.tool_grammar import compile_tool_calls
 
 ARGUMENTS = b'{"location": "San Francisco, CA", "unit": "celsius", "days": 3}'
 CALLS = {

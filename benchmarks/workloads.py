@@ -9,7 +9,7 @@ import numpy as np
 
 import llamay
 from llamay import testing
-from llamay.schema import compile_json_schema
+from llamay.grammars.jsonschema.compiler import compile_json_schema
 from tests.conftest import _package_file
 
 #: The peer harness's settings: open objects, unbounded whitespace, uncapped numbers.

@@ -10,9 +10,9 @@ from ._core.matcher import Matcher
 from .chat import ToolCall
 from .engine import ChatResult, Done, Model, TextDelta, load
 from .errors import GrammarError, LlamayError, SchemaError, UsageError, VocabularyError
-from .gbnf import compile_gbnf
-from .lexicon import compile_lexicon
-from .schema import any_json, compile_json_schema
+from .grammars.gbnf import compile_gbnf
+from .grammars.jsonschema.compiler import any_json, compile_json_schema
+from .grammars.lexicon import compile_lexicon
 from .vocab import Vocabulary
 
 __all__ = [

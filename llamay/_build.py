@@ -12,28 +12,27 @@ from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 
 SOURCES = (".py", ".pyx", ".pxd")
-_CIMPORT = re.compile(r"^from (\.\.?)(\w+) cimport", re.MULTILINE)
+_CIMPORT = re.compile(r"^from (\.+)([\w.]+) cimport", re.MULTILINE)
 
 
 def cimported(pyx: Path) -> list[Path]:
     """The ``.pxd`` files of the package that ``pyx`` cimports: an edit to one changes its build too."""
     if not pyx.exists():
         return []
-    return [(pyx.parent if dots == "." else pyx.parent.parent) / f"{name}.pxd"
+    return [pyx.parents[len(dots) - 1].joinpath(*name.split(".")).with_suffix(".pxd")
             for dots, name in _CIMPORT.findall(pyx.read_text(encoding="utf-8"))]
 
 
 def stale_modules(package: Path) -> list[Path]:
-    """Sources under ``package`` (and its ``_core``), and the ``.pxd`` files they cimport, newer than
-    the extension module built from them."""
+    """Sources under ``package``, at any depth, and the ``.pxd`` files they cimport, newer than the
+    extension module built from them."""
     stale = []
-    for folder in (package, package / "_core"):
-        for suffix in EXTENSION_SUFFIXES:
-            for built in folder.glob("*" + suffix):
-                stem = built.name[: -len(suffix)]
-                built_at = built.stat().st_mtime
-                sources = [folder / (stem + ext) for ext in SOURCES] + cimported(folder / (stem + ".pyx"))
-                stale += [source for source in sources if source.exists() and source.stat().st_mtime > built_at]
+    for suffix in EXTENSION_SUFFIXES:
+        for built in package.rglob("*" + suffix):
+            folder, stem = built.parent, built.name[: -len(suffix)]
+            built_at = built.stat().st_mtime
+            sources = [folder / (stem + ext) for ext in SOURCES] + cimported(folder / (stem + ".pyx"))
+            stale += [source for source in sources if source.exists() and source.stat().st_mtime > built_at]
     return list(dict.fromkeys(stale))  # a .pxd that several modules cimport, named once
 
 

@@ -413,30 +413,30 @@ def _canonical(value: Any) -> str:
 
 
 def _compile_schema(schema):
-    from .schema import compile_json_schema
+    from .grammars.jsonschema.compiler import compile_json_schema
 
     return compile_json_schema(schema)
 
 
 def _compile_gbnf(text: str):
-    from .gbnf import compile_gbnf
+    from .grammars.gbnf import compile_gbnf
 
     return compile_gbnf(text)
 
 
 def _compile_lexicon(words):
-    from .lexicon import compile_lexicon
+    from .grammars.lexicon import compile_lexicon
 
     return compile_lexicon(words)
 
 
 def _any_json(object_only: bool):
-    from .schema import any_json
+    from .grammars.jsonschema.compiler import any_json
 
     return any_json(object_only=object_only)
 
 
 def _compile_tools(specs, mode, name, parallel, tool_dialect, vocab, document):
-    from .toolcall import compile_tool_calls
+    from .chat.tool_grammar import compile_tool_calls
 
     return compile_tool_calls(specs, mode, name=name, parallel=parallel, dialect=tool_dialect, vocab=vocab, **document)

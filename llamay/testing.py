@@ -15,9 +15,9 @@ import numpy as np
 
 from ._core.matcher import Matcher
 from .errors import InternalError
-from .regex import RegexError, python_regex
-from .schema_keywords import legacy_ref
-from .schema_refs import pointer_target
+from .grammars.jsonschema.keywords import legacy_ref
+from .grammars.jsonschema.refs import pointer_target
+from .grammars.jsonschema.regex import RegexError, python_regex
 from .vocab import Vocabulary
 
 
@@ -113,7 +113,7 @@ def declared_order(data, schema):
     """``data`` with object keys in the order a schema-constrained generation writes them.
 
     Generation fixes key order, so a test must feed instances in the compiler's order. The rule,
-    where schemas combine (``llamay.schema_algebra`` merges in this order): local ``$ref`` (JSON
+    where schemas combine (``llamay.grammars.jsonschema.combinators`` merges in this order): local ``$ref`` (JSON
     Pointers into ``schema``) is resolved; the schemas on an object's path are its own, then each
     ``allOf`` entry in turn (recursively), then the ``$ref`` target, then the ``anyOf``/``oneOf``
     branch the value matches (the first that ``jsonschema`` validates it against, ``schema`` as
@@ -122,7 +122,7 @@ def declared_order(data, schema):
     A property's value follows, combined, every
     subschema that applies to its key along that path: the ``properties`` entries naming it, in
     path order, then, from each schema on the path that does not name it, its matching
-    ``patternProperties`` (``llamay.regex``) or else its ``additionalProperties``. An array item
+    ``patternProperties`` (``llamay.grammars.jsonschema.regex``) or else its ``additionalProperties``. An array item
     follows ``prefixItems`` (or array-form ``items``) by position, then ``items`` (or
     ``additionalItems``), from every schema on the array's path.
     """

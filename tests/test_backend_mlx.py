@@ -25,9 +25,9 @@ from llamay import Matcher, UsageError, Vocabulary, allocate_bitmask
 from llamay.backends import Sampling, load_backend
 from llamay.backends.mlx import LlamayLogitsProcessor, apply_bitmask_mx
 from llamay.errors import InternalError
-from llamay.gbnf import compile_gbnf
-from llamay.models import ModelError
-from llamay.schema import compile_json_schema
+from llamay.grammars.gbnf import compile_gbnf
+from llamay.grammars.jsonschema.compiler import compile_json_schema
+from llamay.modelfiles.shipped import ModelError
 from tests.test_backends_agree import backend as shared_backend
 
 CITY = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20}}, "required": ["city"]}

@@ -22,10 +22,10 @@ from llamay import UsageError, Vocabulary, allocate_bitmask, apply_bitmask
 from llamay.backends import load_backend
 from llamay.backends.transformers import LlamayLogitsProcessor, _apply
 from llamay.errors import InternalError
-from llamay.gbnf import compile_gbnf
-from llamay.hf_export import MARKER, default_hf_folder
-from llamay.models import ModelError
-from llamay.schema import compile_json_schema
+from llamay.grammars.gbnf import compile_gbnf
+from llamay.grammars.jsonschema.compiler import compile_json_schema
+from llamay.modelfiles.hf_folder import MARKER, default_hf_folder
+from llamay.modelfiles.shipped import ModelError
 from tests.test_backends_agree import backend as shared_backend
 
 CITY = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20}}, "required": ["city"]}

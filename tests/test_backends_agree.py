@@ -1,6 +1,6 @@
 """The three runtimes on SmolLM2 agree: one vocabulary, the same logits, the same guarantees.
 
-transformers and mlx read the HF folder that ``llamay.hf_export`` derives from the GGUF
+transformers and mlx read the HF folder that ``llamay.modelfiles.hf_folder`` derives from the GGUF
 (float32, dequantized exactly), so their logits agree to float rounding; llama.cpp runs
 the quantized GGUF itself (its matmuls quantize activations), so it is held to the
 greedy next token at 90% of the positions of a fixed text. The guarantees (schema, GBNF,
@@ -240,7 +240,7 @@ def test_greedy_constrained_output_is_the_same_on_both(request):
 
 def fake_export(calls: list):
     def export(gguf, out, *, digest=None):
-        from llamay import hf_export
+        from llamay.modelfiles import hf_folder as hf_export
 
         calls.append(out)
         (out / "config.json").write_text("{}")
@@ -251,7 +251,7 @@ def fake_export(calls: list):
 
 
 def test_hf_folder_is_exported_once_under_the_cache(tmp_path, monkeypatch):
-    from llamay import hf_export
+    from llamay.modelfiles import hf_folder as hf_export
 
     gguf = tmp_path / "Tiny-Model.gguf"
     gguf.write_bytes(b"GGUF not really")
@@ -268,7 +268,7 @@ def test_hf_folder_is_exported_once_under_the_cache(tmp_path, monkeypatch):
 
 
 def test_hf_folder_replaces_a_broken_one_and_keeps_a_concurrent_winner(tmp_path, monkeypatch):
-    from llamay import hf_export
+    from llamay.modelfiles import hf_folder as hf_export
 
     gguf, cache = tmp_path / "m.gguf", tmp_path / "c"
     gguf.write_bytes(b"GGUF")
@@ -297,8 +297,8 @@ def test_hf_folder_replaces_a_broken_one_and_keeps_a_concurrent_winner(tmp_path,
 
 
 def test_hf_folder_refuses_a_missing_file(tmp_path):
-    from llamay.hf_export import hf_folder
-    from llamay.models import ModelError
+    from llamay.modelfiles.hf_folder import hf_folder
+    from llamay.modelfiles.shipped import ModelError
 
     with pytest.raises(ModelError, match="no GGUF file"):
         hf_folder(tmp_path / "missing.gguf")

@@ -8,8 +8,8 @@ import copy
 import jsonschema
 import pytest
 
+from llamay.chat.tool_grammar import compile_tool_calls
 from llamay.testing import accepts
-from llamay.toolcall import compile_tool_calls
 from tests.bfcl import entries, hermes
 from tests.conftest import corpus
 

@@ -23,8 +23,8 @@ from llamay import Matcher, allocate_bitmask
 from llamay.api import App, running
 from llamay.backends.fixture import FixtureBackend
 from llamay.chat import DIALECTS, ToolCall
+from llamay.chat.tool_grammar import compile_tool_calls
 from llamay.engine import Done, Model, TextDelta
-from llamay.toolcall import compile_tool_calls
 
 TEMPLATES = Path(__file__).resolve().parents[1] / "testdata" / "templates"
 PYTHON_TAG = "<|python_tag|>"

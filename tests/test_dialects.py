@@ -11,7 +11,7 @@ import pytest
 
 from llamay import Matcher
 from llamay.chat import DIALECTS, CallStream, ChatTemplate, ToolCall, detect, parse_tool_calls
-from llamay.toolcall import compile_tool_calls
+from llamay.chat.tool_grammar import compile_tool_calls
 
 TOOLS = [
     {"name": "get_weather", "parameters": {"type": "object", "properties": {

@@ -1,4 +1,4 @@
-"""``format`` regexes (llamay.formats): the JSON-Schema-Test-Suite, and independent checkers.
+"""``format`` regexes (llamay.grammars.jsonschema.formats): the JSON-Schema-Test-Suite, and independent checkers.
 
 Soundness: a string the suite calls invalid never fully matches, except the named cases of
 ``ADMITTED`` (formats in ``APPROXIMATE`` only); every string it calls valid matches. Both hold
@@ -22,9 +22,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llamay import ir, testing
-from llamay.formats import APPROXIMATE, FORMATS
-
-regex = pytest.importorskip("llamay.regex", reason="llamay/regex.py (the pattern compiler) is not there yet")
+from llamay.grammars.jsonschema import regex
+from llamay.grammars.jsonschema.formats import APPROXIMATE, FORMATS
 
 DRAFTS = ("draft2020-12", "draft7", "draft4")
 

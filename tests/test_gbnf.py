@@ -23,8 +23,8 @@ from conftest import TESTDATA, corpus
 
 from llamay import ir, limits
 from llamay.errors import GrammarError
-from llamay.gbnf import compile_gbnf, parse_gbnf
-from llamay.utf8 import ANY_CHAR, char_class
+from llamay.grammars.gbnf import compile_gbnf, parse_gbnf
+from llamay.grammars.utf8 import ANY_CHAR, char_class
 
 B = ir.byte_range
 L = ir.literal

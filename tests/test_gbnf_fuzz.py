@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from llamay import limits
 from llamay.errors import GrammarError, LlamayError
-from llamay.gbnf import compile_gbnf, parse_gbnf
+from llamay.grammars.gbnf import compile_gbnf, parse_gbnf
 
 FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 # Characters that mean something to GBNF, and a few that must be refused or are multi-byte.

@@ -8,8 +8,8 @@ import threading
 import pytest
 
 from llamay import GrammarError, SchemaError, compile_gbnf, compile_json_schema
-from llamay.gc_pause import gc_paused
-from llamay.toolcall import compile_tool_calls
+from llamay.chat.tool_grammar import compile_tool_calls
+from llamay.grammars.gc_pause import gc_paused
 
 
 @pytest.fixture(autouse=True)

@@ -27,7 +27,7 @@ import pytest
 from conftest import corpus
 
 from llamay.errors import SchemaError
-from llamay.schema import Unsatisfiable, compile_json_schema
+from llamay.grammars.jsonschema.compiler import Unsatisfiable, compile_json_schema
 from llamay.testing import accepts, compact, declared_order
 
 DRAFTS = ["draft2020-12", "draft7", "draft4"]

@@ -20,9 +20,9 @@ import pytest
 from conftest import corpus
 
 from llamay.errors import SchemaError
+from llamay.grammars.jsonschema.compiler import compile_json_schema
+from llamay.grammars.jsonschema.keywords import SHAPES
 from llamay.limits import COMPILE_SECONDS
-from llamay.schema import compile_json_schema
-from llamay.schema_keywords import SHAPES
 from llamay.testing import accepts, compact, declared_order
 
 SUBSETS = [

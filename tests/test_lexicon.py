@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from llamay import GrammarError, Matcher, UsageError, allocate_bitmask
-from llamay.lexicon import compile_lexicon, default_lexicon
+from llamay.grammars.lexicon import compile_lexicon, default_lexicon
 from tests.test_mask import accepted_by_stepping, allowed
 
 WORDS = ["the", "cat", "sat", "on", "mat", "category", "Dog", "dogs", "a", "an", "and", "über"]

@@ -1,4 +1,4 @@
-"""Exact numeric bounds (``llamay.numeric``): every spelling against Python's own comparison.
+"""Exact numeric bounds (``llamay.grammars.jsonschema.numeric``): every spelling against Python's own comparison.
 
 The oracle admits a spelling exactly when it is a plain JSON number (canonical integer part, an
 optional fraction for numbers, no exponent) whose value, compared as a ``Fraction``, lies in the
@@ -19,9 +19,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llamay import Matcher as VocabMatcher
-from llamay import allocate_bitmask, ir, numeric
+from llamay import allocate_bitmask, ir
 from llamay._core.matcher import Matcher
-from llamay.numeric import NotExact, integer_range, number_range, supported_multiple
+from llamay.grammars.jsonschema import numeric
+from llamay.grammars.jsonschema.numeric import NotExact, integer_range, number_range, supported_multiple
 
 D = Decimal
 PLAIN_INTEGER = re.compile(r"-?(0|[1-9][0-9]*)")

@@ -1,4 +1,4 @@
-"""``pattern`` regexes (llamay.regex): the automaton, ``python_regex`` and ECMA-262 agree.
+"""``pattern`` regexes (llamay.grammars.jsonschema.regex): the automaton, ``python_regex`` and ECMA-262 agree.
 
 Each string is judged three ways: the automaton compiled from ``pattern_string`` reading the
 string's canonical JSON bytes, ``python_regex(p).search``, and ECMA-262 itself (Node's
@@ -24,8 +24,8 @@ from conftest import corpus
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from llamay.grammars.jsonschema.regex import RegexError, _Cat, _Chars, _Or, _parse, _Rep, pattern_string, python_regex
 from llamay.ir import Grammar
-from llamay.regex import RegexError, _Cat, _Chars, _Or, _parse, _Rep, pattern_string, python_regex
 from llamay.testing import accepts
 
 EXAMPLES = settings(

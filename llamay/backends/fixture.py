@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..models import default_model_path
+from ..modelfiles.shipped import default_model_path
 from ..testing import ScriptedScorer
 from ..vocab import Vocabulary
 from .base import Backend

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..models import ModelError, default_model_path, model_id
+from ..modelfiles.shipped import ModelError, default_model_path, model_id
 from ..vocab import Vocabulary
 from .base import Backend
 

@@ -10,7 +10,7 @@ Two ways in:
   processor, for ``mlx_lm.generate(..., logits_processors=[...])`` without the server.
 
 With no model, the embedded default's GGUF is turned into an HF folder once
-(``llamay.hf_export``, which needs torch and transformers for that one export) and
+(``llamay.modelfiles.hf_folder``, which needs torch and transformers for that one export) and
 mlx-lm loads the folder. Importing this module imports mlx.
 """
 
@@ -26,7 +26,7 @@ from .._core.automaton import CompiledGrammar
 from .._core.bitmask import allocate_bitmask
 from .._core.matcher import Matcher
 from ..errors import InternalError, UsageError
-from ..models import DEFAULT_MODEL_ID, ModelError
+from ..modelfiles.shipped import DEFAULT_MODEL_ID, ModelError
 from ..vocab import Vocabulary
 from .base import Backend
 from .hf_common import Encoder, extends, tokens_budget, tokens_left
@@ -193,7 +193,7 @@ def load(model: str | os.PathLike[str] | None = None, *, n_threads: int | None =
     """
     if model is None:
         try:
-            from ..hf_export import default_hf_folder
+            from ..modelfiles.hf_folder import default_hf_folder
 
             folder, name = default_hf_folder(), DEFAULT_MODEL_ID
         except ImportError as exc:
@@ -204,7 +204,8 @@ def load(model: str | os.PathLike[str] | None = None, *, n_threads: int | None =
     else:
         folder, name = Path(model), Path(model).stem.lower()
         if folder.suffix.lower() == ".gguf":
-            raise ModelError(f"mlx-lm reads model folders, not GGUF files: {folder} (llamay.hf_export derives one)")
+            raise ModelError(
+                f"mlx-lm reads model folders, not GGUF files: {folder} (llamay.modelfiles.hf_folder derives one)")
         if not (folder / "config.json").is_file():
             raise ModelError(f"no model folder (with a config.json) at {folder}")
     try:

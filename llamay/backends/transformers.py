@@ -10,7 +10,7 @@ Two ways in:
   ``LogitsProcessor``, for ``model.generate`` without the server.
 
 With no model, the embedded default's GGUF is turned into an HF folder once
-(``llamay.hf_export``) and that folder is loaded. Importing this module imports torch.
+(``llamay.modelfiles.hf_folder``) and that folder is loaded. Importing this module imports torch.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from .._core.automaton import CompiledGrammar
 from .._core.bitmask import allocate_bitmask, apply_bitmask
 from .._core.matcher import Matcher
 from ..errors import InternalError, UsageError
-from ..models import DEFAULT_MODEL_ID, ModelError
+from ..modelfiles.shipped import DEFAULT_MODEL_ID, ModelError
 from ..vocab import Vocabulary
 from .base import Backend
 from .hf_common import Encoder, extends, tokens_budget, tokens_left
@@ -127,8 +127,8 @@ def _new_cache(model: Any) -> Any:
 class LlamayLogitsProcessor(transformers.LogitsProcessor):
     """The constraint as a transformers ``LogitsProcessor``: disallowed tokens get ``-inf``.
 
-    ``grammar`` is a ``CompiledGrammar`` (``llamay.schema.compile_json_schema``,
-    ``llamay.gbnf.compile_gbnf`` ...); ``vocab`` a ``Vocabulary`` or the model's fast
+    ``grammar`` is a ``CompiledGrammar`` (``llamay.grammars.jsonschema.compiler.compile_json_schema``,
+    ``llamay.grammars.gbnf.compile_gbnf`` ...); ``vocab`` a ``Vocabulary`` or the model's fast
     tokenizer (read once with ``Vocabulary.from_hf``: build the ``Vocabulary`` yourself to
     reuse it, its token trie costs about a second to build). One matcher per batch row.
 
@@ -233,7 +233,7 @@ def load(
         torch.set_num_threads(int(n_threads))
     name = DEFAULT_MODEL_ID
     if model is None:
-        from ..hf_export import default_hf_folder
+        from ..modelfiles.hf_folder import default_hf_folder
 
         folder, file = default_hf_folder(), None
     else:

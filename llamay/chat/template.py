@@ -25,7 +25,7 @@ from jinja2.ext import Extension, do, loopcontrols
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from ..errors import VocabularyError
-from ..gguf_meta import read_metadata, required_field
+from ..modelfiles.gguf import read_metadata, required_field
 from .dialects import Dialect, detect
 from .errors import TemplateError
 from .escape import ControlTexts, split_parts

@@ -35,9 +35,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from ... import json_grammar as jg
+from ...grammars import json_lexical as jg
+from ...grammars.jsonschema.compiler import schema_expr
 from ...ir import EMPTY, Expr, Grammar, Ref, alt, literal, optional, seq, star, token
-from ...schema import schema_expr
 from ..calls import ToolCall
 from ..errors import ToolCallError
 from .triggers import Scanner, Trigger, TriggerSearch, Ws

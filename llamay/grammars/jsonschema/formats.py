@@ -1,4 +1,4 @@
-"""JSON Schema ``format`` values as regexes in the subset of ``llamay.regex``.
+"""JSON Schema ``format`` values as regexes in the subset of ``llamay.grammars.jsonschema.regex``.
 
 A string is valid for a format when it fully matches ``FORMATS[name]`` (the schema compiler
 calls ``pattern_string(source, search=False)``). Each regex is built from the productions of

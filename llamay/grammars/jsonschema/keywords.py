@@ -9,16 +9,16 @@ keyword shapes.
 
 from __future__ import annotations
 
-from . import json_grammar as jg
-from . import limits
-from .compile_budget import clock
-from .errors import SchemaError
-from .limits import MAX_DEPTH, MAX_REPEAT
+from ... import limits
+from ...compile_budget import clock
+from ...errors import SchemaError
+from ...limits import MAX_DEPTH, MAX_REPEAT
+from .. import json_lexical as jg
 
 TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
 
 #: Keywords compiled into the automaton (``oneOf``, ``format``, ``multipleOf`` and ``pattern``
-#: beside a length bound warn in the cases the compiler cannot make exact; see ``schema.py``).
+#: beside a length bound warn in the cases the compiler cannot make exact; see ``compiler.py``).
 ENFORCED = frozenset(
     {
         "type", "properties", "required", "additionalProperties", "patternProperties", "propertyNames",

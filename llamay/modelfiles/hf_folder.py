@@ -34,7 +34,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from .models import ModelError, cache_root, default_model_path
+from .shipped import ModelError, cache_root, default_model_path
 
 __all__ = ["cache_root", "default_hf_folder", "export_gguf", "hf_folder"]
 

@@ -18,8 +18,8 @@ from decimal import Decimal, InvalidOperation
 from functools import cache, lru_cache
 from typing import NamedTuple
 
-from .errors import UsageError
-from .ir import (
+from ..errors import UsageError
+from ..ir import (
     EMPTY,
     Alt,
     Bytes,
@@ -39,7 +39,7 @@ from .ir import (
     star,
     whitespace,
 )
-from .limits import MAX_REPEAT
+from ..limits import MAX_REPEAT
 from .utf8 import MAX_CODE_POINT, char_class
 
 #: Optional structural whitespace; every byte is charged to the document's budget.

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from itertools import pairwise
 
-from .ir import Bytes, Expr, alt, merge_ranges, seq
+from ..ir import Bytes, Expr, alt, merge_ranges, seq
 
 MAX_CODE_POINT = 0x10FFFF
 _SURROGATES = (0xD800, 0xDFFF)

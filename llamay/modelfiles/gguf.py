@@ -14,7 +14,7 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
-from .errors import VocabularyError
+from ..errors import VocabularyError
 
 __all__ = ["read_metadata", "required_field"]
 

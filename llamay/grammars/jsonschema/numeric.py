@@ -36,7 +36,7 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import NamedTuple
 
-from .ir import EMPTY, Bytes, Expr, Grammar, Ref, Repeat, alt, byte_set, literal, optional, seq
+from ...ir import EMPTY, Bytes, Expr, Grammar, Ref, Repeat, alt, byte_set, literal, optional, seq
 
 #: Largest ``multipleOf`` modulus compiled exactly. Its minimized residue DFA has at most this many
 #: states (``1000`` needs 4: the last three digits; ``7`` needs 7), and exploring a range times

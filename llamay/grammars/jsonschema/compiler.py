@@ -30,18 +30,17 @@ from functools import lru_cache
 from math import ceil, floor
 from typing import TYPE_CHECKING
 
-from . import json_grammar as jg
+from ...compile_budget import budget
+from ...compile_budget import deadline as compile_deadline
+from ...errors import GrammarError, InternalError, SchemaError
+from ...ir import EMPTY, Expr, Grammar, Ref, alt, alt_distinct, literal, optional, seq, star
+from ...limits import MAX_DEPTH, MAX_SOURCE_BYTES
+from .. import json_lexical as jg
+from ..gc_pause import gc_paused
 from . import numeric
-from .compile_budget import budget
-from .compile_budget import deadline as compile_deadline
-from .errors import GrammarError, InternalError, SchemaError
+from .combinators import UNMERGED, Algebra, RefTo, closed, json_equal, json_type
 from .formats import APPROXIMATE, FORMATS
-from .gc_pause import gc_paused
-from .ir import EMPTY, Expr, Grammar, Ref, alt, alt_distinct, literal, optional, seq, star
-from .limits import MAX_DEPTH, MAX_SOURCE_BYTES
-from .regex import RegexError, pattern_string, python_regex
-from .schema_algebra import UNMERGED, Algebra, RefTo, closed, json_equal, json_type
-from .schema_keywords import (
+from .keywords import (
     ANNOTATIONS,
     ENFORCED,
     REFUSED,
@@ -54,10 +53,11 @@ from .schema_keywords import (
     legacy_ref,
     not_enforced,
 )
-from .schema_refs import Resolver, declares_ids, one_base
+from .refs import Resolver, declares_ids, one_base
+from .regex import RegexError, pattern_string, python_regex
 
 if TYPE_CHECKING:
-    from ._core.automaton import CompiledGrammar
+    from ..._core.automaton import CompiledGrammar
 
 __all__ = [
     "ANNOTATIONS", "ENFORCED", "REFUSED", "WARNED", "Unsatisfiable", "any_json", "compile_json_schema", "schema_expr",

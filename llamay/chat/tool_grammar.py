@@ -16,16 +16,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from . import json_grammar as jg
-from ._core.automaton import CompiledGrammar
-from .chat.dialects import CallGrammar, Dialect, Markers
-from .chat.dialects.hermes import HERMES
-from .compile_budget import budget
-from .errors import UsageError
-from .gc_pause import gc_paused
-from .ir import Grammar, Ref, alt
-from .schema import schema_expr
-from .vocab import Vocabulary
+from .._core.automaton import CompiledGrammar
+from ..compile_budget import budget
+from ..errors import UsageError
+from ..grammars import json_lexical as jg
+from ..grammars.gc_pause import gc_paused
+from ..grammars.jsonschema.compiler import schema_expr
+from ..ir import Grammar, Ref, alt
+from ..vocab import Vocabulary
+from .dialects import CallGrammar, Dialect, Markers
+from .dialects.hermes import HERMES
 
 MODES = ("auto", "none", "required", "named")
 

@@ -1,5 +1,5 @@
 # The schema compiler's pass 2 as an extension type (Cython's pure Python mode augments
-# schema.py with this file): its state is read and written per subschema, as struct members.
+# compiler.py with this file): its state is read and written per subschema, as struct members.
 
 cdef class _Compiler:
     cdef object grammar, caps, algebra, notes, flats, shapes, refs, unguarded, strings

@@ -67,9 +67,9 @@ import re
 from functools import lru_cache
 from typing import Union
 
-from . import ir, limits
-from .json_grammar import canonical_class, counted
-from .utf8 import MAX_CODE_POINT, negate
+from ... import ir, limits
+from ..json_lexical import canonical_class, counted
+from ..utf8 import MAX_CODE_POINT, negate
 
 __all__ = ["RegexError", "pattern_string", "python_regex"]
 

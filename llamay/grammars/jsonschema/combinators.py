@@ -29,9 +29,9 @@ from fractions import Fraction
 from math import gcd, lcm
 from urllib.parse import unquote
 
-from .errors import SchemaError
-from .limits import MAX_BRANCHES
-from .schema_keywords import SHAPES, child
+from ...errors import SchemaError
+from ...limits import MAX_BRANCHES
+from .keywords import SHAPES, child
 
 #: Keywords that combine subschemas; a flat schema holds none of them.
 COMBINATORS = ("allOf", "anyOf", "oneOf", "$ref")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from urllib.parse import unquote, urldefrag, urljoin
 
-from .errors import SchemaError
+from ...errors import SchemaError
 
 #: The base URI of a document that declares none (never fetched; it only anchors joins).
 _DOCUMENT = "https://llamay.invalid/schema.json"

@@ -11,9 +11,9 @@ from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
 
-from . import limits
-from ._core.lexicon import SEPARATORS, CompiledLexicon
-from .errors import GrammarError, UsageError
+from .. import limits
+from .._core.lexicon import SEPARATORS, CompiledLexicon
+from ..errors import GrammarError, UsageError
 
 
 def compile_lexicon(words: Iterable[str | bytes] | None = None) -> CompiledLexicon:

