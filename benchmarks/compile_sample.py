@@ -20,7 +20,8 @@ import gzip
 import json
 import random
 
-from llamay import SchemaError, compile_json_schema, limits
+from llamay import SchemaError, compile_json_schema
+from llamay.options import Limits
 from tests.conftest import TESTDATA
 
 
@@ -40,8 +41,8 @@ def main() -> None:
     ap.add_argument("--open", action="store_true",
                     help="open objects, unbounded whitespace, uncapped numbers (the peer harness)")
     args = ap.parse_args()
-    limits.COMPILE_SECONDS = float("inf")
     settings = {"closed_objects": False, "whitespace_budget": None, "number_digits": None} if args.open else {}
+    settings["limits"] = Limits(compile_seconds=float("inf"))
     compiled = states = 0
     for one in sample(args.size, args.seed):
         try:

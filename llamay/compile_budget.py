@@ -1,6 +1,6 @@
 """One compile budget per request, counted in the compiling thread's CPU time.
 
-``limits.COMPILE_SECONDS`` bounds what one request may spend compiling its constraint,
+``Limits.compile_seconds`` bounds what one request may spend compiling its constraint,
 however many schemas it carries: ten tools share one budget, not one each. The clock is
 the compiling thread's CPU time, not the wall: load from other requests (or the model
 decoding beside the compile) stretches a compile's wall time but not its CPU time, so a
@@ -18,27 +18,25 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-from . import limits
-
 #: CPU seconds of the calling thread.
 clock = time.thread_time
 
 _deadline: ContextVar[float | None] = ContextVar("llamay_compile_deadline", default=None)
 
 
-def deadline() -> float:
-    """When the current budget runs out, on ``clock``: the enclosing ``budget()``'s, or a fresh one."""
+def deadline(seconds: float) -> float:
+    """When the current budget runs out, on ``clock``: the enclosing ``budget()``'s, or ``seconds`` from now."""
     shared = _deadline.get()
-    return clock() + limits.COMPILE_SECONDS if shared is None else shared
+    return clock() + seconds if shared is None else shared
 
 
 @contextmanager
-def budget() -> Iterator[None]:
-    """Every compile inside shares one budget of ``limits.COMPILE_SECONDS``; an outer block's holds."""
+def budget(seconds: float) -> Iterator[None]:
+    """Every compile inside shares one budget of ``seconds``; an outer block's holds."""
     if _deadline.get() is not None:
         yield
         return
-    token = _deadline.set(clock() + limits.COMPILE_SECONDS)
+    token = _deadline.set(clock() + seconds)
     try:
         yield
     finally:

@@ -24,9 +24,13 @@ from ._core.matcher import Matcher
 from .backends import Backend, Sampling, load_backend
 from .chat import CallStream, ChatTemplate, ToolCall, named, normalize_tools
 from .chat.dialects import Markers
+from .chat.tool_grammar import compile_tool_calls
 from .compile_budget import budget
 from .errors import SchemaError, UsageError
-from .limits import MAX_DEPTH
+from .grammars.gbnf import compile_gbnf
+from .grammars.jsonschema.compiler import any_json, compile_json_schema
+from .grammars.lexicon import compile_lexicon
+from .options import DEFAULT, Limits, Tuning
 from .vocab import Vocabulary
 
 log = logging.getLogger("llamay")
@@ -65,14 +69,16 @@ Event = TextDelta | ToolCall | Done
 
 
 def load(backend: str = "llamacpp", model: str | None = None, *, tool_dialect: str | None = None,
-         chat_template: str | None = None, **backend_options: Any) -> Model:
+         chat_template: str | None = None, limits: Limits = DEFAULT.limits, tuning: Tuning = DEFAULT.tuning,
+         **backend_options: Any) -> Model:
     """Load ``model`` (None: the embedded default, SmolLM2-135M-Instruct) on ``backend``.
 
     ``tool_dialect`` overrides the dialect detected from the chat template; ``chat_template``
-    (Jinja source) replaces the model's own template.
+    (Jinja source) replaces the model's own template. ``limits`` bound every request's
+    constraint compile; ``tuning`` shapes its automaton (``llamay.options``).
     """
     return Model(load_backend(backend, model, **backend_options), tool_dialect=tool_dialect,
-                 chat_template=chat_template)
+                 chat_template=chat_template, limits=limits, tuning=tuning)
 
 
 class Model:
@@ -80,10 +86,14 @@ class Model:
 
     ``dialect`` is how the model writes tool calls (detected from its template unless named);
     ``markers`` are that dialect's markers against the model's vocabulary, tokens where they are one.
+    ``limits`` and ``tuning`` are what every request's constraint compiles under.
     """
 
-    def __init__(self, backend: Backend, *, tool_dialect: str | None = None, chat_template: str | None = None) -> None:
+    def __init__(self, backend: Backend, *, tool_dialect: str | None = None, chat_template: str | None = None,
+                 limits: Limits = DEFAULT.limits, tuning: Tuning = DEFAULT.tuning) -> None:
         self.backend = backend
+        self.limits = limits
+        self.tuning = tuning
         source, origin = (chat_template, "the given chat template") if chat_template else (
             backend.chat_template, f"{backend.model_id} chat template")
         self.template = ChatTemplate(source, bos_token=backend.bos_token, eos_token=backend.eos_token,
@@ -201,9 +211,13 @@ class Model:
         events = ChatStream(self, req, sampling, cancel)
         return events if stream else _collect(events)
 
-    @budget()
     def _constraint(self, schema, grammar, lexicon, json_, tools, mode, name, parallel) -> CompiledGrammar | None:
         """The request's constraint, compiled (or cached) within one compile budget, whatever it carries."""
+        with budget(self.limits.compile_seconds):
+            return self._compile(schema, grammar, lexicon, json_, tools, mode, name, parallel)
+
+    def _compile(self, schema, grammar, lexicon, json_, tools, mode, name, parallel) -> CompiledGrammar | None:
+        bounds = {"limits": self.limits, "tuning": self.tuning}
         others = schema is not None or grammar is not None or lexicon is not None or bool(json_)
         if tools and (mode != "none" or not others):  # under "none", free text in which no call opens
             specs = [{"name": t["function"]["name"], "parameters": t["function"].get("parameters", {})} for t in tools]
@@ -211,22 +225,23 @@ class Model:
             if document.get("json") not in (None, True, "object"):
                 raise UsageError(f'json must be True (any JSON value) or "object", got {json_!r}')
             key = ("tools", self.dialect.name, mode, name, parallel, _canonical(specs), _canonical(document))
-            return self._cached(key, lambda: _compile_tools(specs, mode, name, parallel, self.dialect,
-                                                             self.backend.vocab, document))
+            return self._cached(key, lambda: compile_tool_calls(
+                specs, mode, name=name, parallel=parallel, dialect=self.dialect, vocab=self.backend.vocab,
+                **document, **bounds))
         if schema is not None:
-            return self._cached(("schema", _canonical(schema)), lambda: _compile_schema(schema))
+            return self._cached(("schema", _canonical(schema)), lambda: compile_json_schema(schema, **bounds))
         if grammar is not None:
             if not isinstance(grammar, str):
                 raise UsageError("grammar must be GBNF text")
-            return self._cached(("gbnf", grammar), lambda: _compile_gbnf(grammar))
+            return self._cached(("gbnf", grammar), lambda: compile_gbnf(grammar, **bounds))
         if lexicon is not None:
             words = None if lexicon is True else list(lexicon)
-            return self._cached(("lexicon", _canonical(words)), lambda: _compile_lexicon(words))
+            return self._cached(("lexicon", _canonical(words)), lambda: compile_lexicon(words, limits=self.limits))
         if json_:
             if json_ not in (True, "object"):
                 raise UsageError(f'json must be True (any JSON value) or "object", got {json_!r}')
             object_only = json_ == "object"
-            return self._cached(("json", object_only), lambda: _any_json(object_only))
+            return self._cached(("json", object_only), lambda: any_json(object_only=object_only, **bounds))
         return None
 
     def _cached(self, key: tuple, build) -> CompiledGrammar:
@@ -405,38 +420,8 @@ def _tool_mode(choice: Any, tools: list[dict]) -> tuple[str, str | None]:
 
 
 def _canonical(value: Any) -> str:
-    """A constraint's cache key; a value nested past what the compilers walk is refused here, by that limit."""
+    """A constraint's cache key; a value nested past what Python's serializer walks is refused here, as MAX_DEPTH."""
     try:
         return _json.dumps(value, sort_keys=False, separators=(",", ":"), ensure_ascii=False)
     except RecursionError:
-        raise SchemaError(f"the constraint nests deeper than {MAX_DEPTH} levels", keyword="MAX_DEPTH") from None
-
-
-def _compile_schema(schema):
-    from .grammars.jsonschema.compiler import compile_json_schema
-
-    return compile_json_schema(schema)
-
-
-def _compile_gbnf(text: str):
-    from .grammars.gbnf import compile_gbnf
-
-    return compile_gbnf(text)
-
-
-def _compile_lexicon(words):
-    from .grammars.lexicon import compile_lexicon
-
-    return compile_lexicon(words)
-
-
-def _any_json(object_only: bool):
-    from .grammars.jsonschema.compiler import any_json
-
-    return any_json(object_only=object_only)
-
-
-def _compile_tools(specs, mode, name, parallel, tool_dialect, vocab, document):
-    from .chat.tool_grammar import compile_tool_calls
-
-    return compile_tool_calls(specs, mode, name=name, parallel=parallel, dialect=tool_dialect, vocab=vocab, **document)
+        raise SchemaError("the constraint nests too deeply to read", keyword="MAX_DEPTH") from None

@@ -16,7 +16,8 @@ class LlamayError(Exception):
 class SchemaError(LlamayError):
     """A JSON Schema that llamay refuses, naming the keyword and its JSON Pointer.
 
-    A bound of ``limits.py`` exceeded is reported with ``keyword`` set to the limit's name.
+    A bound of ``options.Limits`` exceeded is reported with ``keyword`` set to the limit's name
+    in capitals (``max_depth``: ``MAX_DEPTH``).
     """
 
     def __init__(self, message: str, *, keyword: str, pointer: str = "") -> None:

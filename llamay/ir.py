@@ -32,9 +32,17 @@ import operator
 from typing import TYPE_CHECKING, Union
 
 from .errors import UsageError
+from .options import CompileOptions
 
 if TYPE_CHECKING:
     from ._core.automaton import CompiledGrammar
+
+#: What ``Grammar.compile`` lowers with unless told otherwise.
+UNBUDGETED = CompileOptions(whitespace_budget=None)
+
+#: Largest count a ``Repeat`` states. A count can reach it in a frame's counter; a longer one is
+#: built of blocks of it (``json_lexical.counted``), and a grammar that states one is refused.
+MAX_REPEAT = 4096
 
 
 # Nodes are extension types once compiled (``ir.pxd``): lowering reads their fields as C struct
@@ -303,9 +311,12 @@ class Grammar:
         return Ref(name)
 
     def compile(
-        self, root: str = "root", *, whitespace_budget: int | None = None, warnings: list[str] | None = None
+        self, root: str = "root", *, options: CompileOptions = UNBUDGETED, warnings: list[str] | None = None
     ) -> CompiledGrammar:
-        """Lower onto the core automaton; raises ``GrammarError`` naming the rule at fault."""
+        """Lower onto the core automaton; raises ``GrammarError`` naming the rule at fault.
+
+        An IR grammar's whitespace is unbudgeted unless ``options`` sets a budget.
+        """
         from ._core.lowering import lower
 
-        return lower(self.rules, root, whitespace_budget=whitespace_budget, warnings=warnings or [])
+        return lower(self.rules, root, options, warnings=warnings or [])

@@ -30,12 +30,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_server_http import assert_shape
 
-from llamay import limits
 from llamay.api import App, running
 from llamay.api.app import ROUTES, api_of
 from llamay.api.errors import ApiError
+from llamay.api.fields import MAX_BODY_DEPTH
 from llamay.backends.fixture import FixtureBackend
 from llamay.engine import Model
+from llamay.options import DEFAULT
 
 KEY = "fuzz-key"
 AUTH = (b"Authorization", f"Bearer {KEY}".encode())
@@ -477,14 +478,14 @@ def test_brackets_inside_strings_do_not_count(server, path):
     assert status == 200, answer
 
 
-@pytest.mark.parametrize("levels", [100, limits.MAX_DEPTH + 20])
+@pytest.mark.parametrize("levels", [100, DEFAULT.limits.max_depth + 20])
 def test_deep_schema_within_the_body_bound(server, levels):
     """A schema nested ``levels`` deep (two JSON levels each) fits the body bound: it compiles, or
     the compiler refuses it by ``MAX_DEPTH``; never a 500."""
     schema: dict = {"type": "string"}
     for _ in range(levels):
         schema = {"type": "object", "properties": {"a": schema}}
-    assert 2 * levels + 2 < limits.MAX_BODY_DEPTH
+    assert 2 * levels + 2 < MAX_BODY_DEPTH
     status, answer = post(server, "/v1/chat/completions",
                           json.dumps({**MINIMAL["/v1/chat/completions"], "llamay_schema": schema}).encode())
     assert status == 200 or (status == 400 and "MAX_DEPTH" in answer["error"]["message"]), answer

@@ -12,12 +12,11 @@ import pytest
 
 from llamay.api import anthropic, ollama, openai
 from llamay.api.errors import ApiError, api_error
-from llamay.api.fields import NDJSON, SSE, Body, Frame, encode_frame, nesting_depth, warning_headers
+from llamay.api.fields import MAX_BODY_DEPTH, NDJSON, SSE, Body, Frame, encode_frame, nesting_depth, warning_headers
 from llamay.api.render import Timing
 from llamay.chat import ToolCall
 from llamay.engine import Done, TextDelta
 from llamay.errors import GrammarError, SchemaError, UsageError
-from llamay.limits import MAX_BODY_DEPTH
 
 oa_types = pytest.importorskip("openai.types", reason="pip install openai")
 an_types = pytest.importorskip("anthropic.types", reason="pip install anthropic")

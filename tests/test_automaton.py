@@ -13,8 +13,9 @@ from hypothesis import given, reject, settings
 from hypothesis import strategies as st
 from llamay._core.lowering import lower
 
-from llamay import GrammarError, LlamayError, Matcher, compile_json_schema, ir, limits
+from llamay import GrammarError, LlamayError, Matcher, compile_json_schema, ir
 from llamay.grammars.jsonschema.compiler import schema_expr
+from llamay.options import CompileOptions, Limits
 from llamay.testing import accepts
 from tests.irgen import ALPHABET, exprs, grammars, to_regex
 
@@ -115,10 +116,10 @@ def test_counted_repetition_keeps_exact_bounds():
 def test_whitespace_budget_bounds_structural_whitespace_per_document():
     g = ir.Grammar()
     g.define("root", ir.seq(ir.literal("["), ir.star(ir.alt(ir.whitespace(), ir.literal("1"))), ir.literal("]")))
-    compiled = g.compile(whitespace_budget=5)
+    compiled = g.compile(options=CompileOptions(whitespace_budget=5))
     assert accepts(compiled, b"[ 1 1 1 1 ]")
     assert not accepts(compiled, b"[ 1 1 1 1  ]")
-    assert accepts(g.compile(whitespace_budget=None), b"[" + b" " * 1000 + b"]")
+    assert accepts(g.compile(options=CompileOptions(whitespace_budget=None)), b"[" + b" " * 1000 + b"]")
 
 
 def _rules(**rules):
@@ -195,7 +196,7 @@ def _quotient(compiled):
     canon = compiled.state_classes
     for name in ("b_tgt", "x_tgt", "rule_start"):
         arrays[name] = canon[arrays[name]].astype(arrays[name].dtype)
-    return type(compiled)(arrays, -1, list(compiled.rule_names), [])
+    return type(compiled)(arrays, -1, list(compiled.rule_names), [], compiled.limits)
 
 
 _BYTES = sorted({*ALPHABET, *"é".encode()})
@@ -366,12 +367,13 @@ def test_copied_fragments_lower_exactly_as_built_ones(subset, closed):
     compared = 0
     for record in records:
         grammar, warnings = ir.Grammar(), []
+        options = CompileOptions(closed_objects=closed)
         try:
-            grammar.define("root", schema_expr(grammar, record["schema"], "", warnings, closed_objects=closed))
-            copied = lower(grammar.rules, "root", whitespace_budget=64, warnings=[])
+            grammar.define("root", schema_expr(grammar, record["schema"], "", warnings, options))
+            copied = lower(grammar.rules, "root", options, warnings=[])
         except LlamayError:
             continue
-        built = lower(grammar.rules, "root", whitespace_budget=64, warnings=[], copies=False).tables
+        built = lower(grammar.rules, "root", options, warnings=[], copies=False).tables
         for name, array in copied.tables.items():
             np.testing.assert_array_equal(array, built[name], err_msg=name)
         compared += 1
@@ -388,7 +390,7 @@ def test_a_permanent_frame_is_kept_only_where_its_calls_are_calls():
         g.define("root", body)
         g.define("t", t)
         kept = g.compile()
-        built = lower(g.rules, "root", whitespace_budget=None, warnings=[], copies=False)
+        built = lower(g.rules, "root", CompileOptions(whitespace_budget=None), warnings=[], copies=False)
         for name, array in kept.tables.items():
             np.testing.assert_array_equal(array, built.tables[name], err_msg=name)
         assert accepts(kept, text) and not accepts(kept, other)
@@ -396,10 +398,9 @@ def test_a_permanent_frame_is_kept_only_where_its_calls_are_calls():
 
 
 @pytest.mark.parametrize("wraps", [0, 2, 6])
-def test_a_copied_fragment_is_refused_as_deep_as_a_built_one(monkeypatch, wraps):
+def test_a_copied_fragment_is_refused_as_deep_as_a_built_one(wraps):
     """A node used twice, then a third time nested deeper: with copies it is refused (MAX_DEPTH)
     exactly where building it would be, and otherwise lowers to the same tables."""
-    monkeypatch.setattr(limits, "MAX_DEPTH", 16)
     node = ir.literal("ab")
     for i in range(3):
         node = ir.alt(ir.seq(ir.literal("x"), node), ir.literal(f"y{i}"))
@@ -410,7 +411,8 @@ def test_a_copied_fragment_is_refused_as_deep_as_a_built_one(monkeypatch, wraps)
     outcomes = []
     for copies in (True, False):
         try:
-            outcomes.append(lower(rules, "root", whitespace_budget=None, warnings=[], copies=copies).tables)
+            options = CompileOptions(whitespace_budget=None, limits=Limits(max_depth=16))
+            outcomes.append(lower(rules, "root", options, warnings=[], copies=copies).tables)
         except GrammarError as exc:
             assert "MAX_DEPTH" in str(exc)
             outcomes.append(None)

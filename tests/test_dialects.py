@@ -115,7 +115,7 @@ def test_several_calls_only_where_the_dialects_format_holds_them_and_a_warning_w
     assert len(grammar.warnings) == (parallel is True and not d.parallel)
 
 
-#: three tools whose union outgrows what the lowering copies to each use of a rule (limits.SHARE_STATES)
+#: three tools whose union outgrows what the lowering copies to each use of a rule (Tuning.share_states)
 UNION = [
     {"name": "get_weather", "parameters": {"type": "object", "properties": {
         "location": {"type": "string", "maxLength": 64}, "unit": {"enum": ["celsius", "fahrenheit"]},

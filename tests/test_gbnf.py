@@ -21,10 +21,11 @@ import time
 import pytest
 from conftest import TESTDATA, corpus
 
-from llamay import ir, limits
+from llamay import ir
 from llamay.errors import GrammarError
 from llamay.grammars.gbnf import compile_gbnf, parse_gbnf
 from llamay.grammars.utf8 import ANY_CHAR, char_class
+from llamay.options import DEFAULT
 
 B = ir.byte_range
 L = ir.literal
@@ -472,12 +473,12 @@ def test_deeply_nested_counts_end_in_bounded_time():
         compile_gbnf(text)
     except GrammarError as err:
         assert (err.rule, err.line, err.column) == ("root", 1, 1)
-    assert time.monotonic() - start < 2 * limits.COMPILE_SECONDS
+    assert time.monotonic() - start < 2 * DEFAULT.limits.compile_seconds
 
 
 def test_nesting_at_the_depth_limit_compiles():
     """The parser's depth bound keeps the lowering, which recurses as deep, off the stack limit."""
-    depth = limits.MAX_DEPTH - 1
+    depth = DEFAULT.limits.max_depth - 1
     g = compiled("root ::= " + '"a"' + "?" * depth)
     assert accepts(g, "a") and accepts(g, "")
     g = compiled("root ::= " + "(" * depth + '"a" | "b"' + ")" * depth)
@@ -502,8 +503,8 @@ def test_long_rule_chains_compile_without_deep_recursion(recursive):
 # Refusals: rule, line and column
 # ---------------------------------------------------------------------------------------
 
-TOO_BIG = 'root ::= "' + "a" * limits.MAX_SOURCE_BYTES + '"'
-TOO_BIG_IN_UTF8 = 'root ::= "' + "é" * (limits.MAX_SOURCE_BYTES // 2) + '"'
+TOO_BIG = 'root ::= "' + "a" * DEFAULT.limits.max_source_bytes + '"'
+TOO_BIG_IN_UTF8 = 'root ::= "' + "é" * (DEFAULT.limits.max_source_bytes // 2) + '"'
 
 # (text, rule, line, column, message fragment); line and column 1-based, columns in characters
 ERROR_CASES = {
@@ -551,14 +552,14 @@ ERROR_CASES = {
         "root ::= " + "(" * 200 + '"a"' + ")" * 200,
         "root",
         1,
-        10 + limits.MAX_DEPTH,
+        10 + DEFAULT.limits.max_depth,
         "parentheses nested deeper than 128.*MAX_DEPTH",
     ),
     "repetitions-too-deep": (
         'root ::= "a"' + "?" * 200,
         "root",
         1,
-        13 + limits.MAX_DEPTH - 1,
+        13 + DEFAULT.limits.max_depth - 1,
         "nested deeper than 128 levels.*MAX_DEPTH",
     ),
     "missing-root": ('expr ::= "a"', "root", None, None, "no rule 'root'"),

@@ -18,9 +18,9 @@ from conftest import corpus
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from llamay import limits
 from llamay.errors import GrammarError, LlamayError
 from llamay.grammars.gbnf import compile_gbnf, parse_gbnf
+from llamay.options import DEFAULT
 
 FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 # Characters that mean something to GBNF, and a few that must be refused or are multi-byte.
@@ -50,7 +50,7 @@ def compile_or_refuse(text: str) -> None:
                 assert matcher.accept_bytes(text.encode("utf-8", "replace")[:64]) in (True, False)
             except LlamayError as err:  # the matcher's own bound on ambiguity, named as such
                 assert "MAX_CONFIGURATIONS" in str(err)
-    assert time.monotonic() - start < 3 * limits.COMPILE_SECONDS
+    assert time.monotonic() - start < 3 * DEFAULT.limits.compile_seconds
 
 
 def core_built() -> bool:

@@ -2,7 +2,7 @@
 
 A group's schema either compiles with the specification's defaults (open objects, unbounded
 whitespace, uncapped numbers) or is refused with a ``SchemaError`` naming a keyword the schema uses (or a bound
-of ``limits.py``). A compiled automaton must accept the compact serialization of each instance
+of ``llamay.options.Limits``). A compiled automaton must accept the compact serialization of each instance
 (keys in declared order) exactly when the suite calls it valid. Two allowances:
 
 - an invalid instance may be accepted where the compile said a keyword is not enforced

@@ -1,7 +1,7 @@
 """JSONSchemaBench (the MaskBench data, README section 3): coverage, soundness, completeness.
 
 One test per subset file. Every schema either compiles within the time bound or is refused
-with a ``SchemaError`` naming a keyword (or a bound of ``limits.py``): never another error,
+with a ``SchemaError`` naming a keyword (or a bound of ``llamay.options.Limits``): never another error,
 never a hang. Schemas compile with the specification's defaults (open objects, unbounded
 whitespace), as the instances were validated that way. For a compiled schema every valid
 instance (keys in declared order) must be accepted; for one without warnings every invalid
@@ -22,7 +22,7 @@ from conftest import corpus
 from llamay.errors import SchemaError
 from llamay.grammars.jsonschema.compiler import compile_json_schema
 from llamay.grammars.jsonschema.keywords import SHAPES
-from llamay.limits import COMPILE_SECONDS
+from llamay.options import DEFAULT
 from llamay.testing import accepts, compact, declared_order
 
 SUBSETS = [
@@ -31,7 +31,7 @@ SUBSETS = [
     "BFCL_simple", "BFCL_multiple", "BFCL_parallel", "BFCL_java", "BFCL_javascript", "BFCL_sql",
 ]  # fmt: skip
 
-HANG_SECONDS = 5 * COMPILE_SECONDS
+HANG_SECONDS = 5 * DEFAULT.limits.compile_seconds
 
 # Valid instances rejected on purpose or not yet understood, as "<schema id>#<test index>", by reason.
 EXPECTED_FAILURES: set[str] = {

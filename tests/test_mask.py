@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
 
 from llamay import GrammarError, LlamayError, Matcher, UsageError, allocate_bitmask, ir
+from llamay.options import CompileOptions
 from tests.irgen import grammars
 
 VOCABS = ["byte_vocab", "smollm2_vocab", "llama3_vocab", "gemma_vocab"]
@@ -63,7 +64,8 @@ def test_mask_bit_set_iff_token_accepted(request, vocab_name, data):
     vocab = request.getfixturevalue(vocab_name)
     g = data.draw(st.just("json") | grammars(recursive=True))
     try:
-        compiled = json_like().compile(whitespace_budget=3) if g == "json" else g.compile(whitespace_budget=4)
+        grammar, budget = (json_like(), 3) if g == "json" else (g, 4)
+        compiled = grammar.compile(options=CompileOptions(whitespace_budget=budget))
     except GrammarError:
         return
     m = Matcher(compiled, vocab)
@@ -82,7 +84,7 @@ def test_mask_bit_set_iff_token_accepted(request, vocab_name, data):
 @given(data=st.data())
 def test_rollback_restores_the_exact_mask(request, vocab_name, data):
     vocab = request.getfixturevalue(vocab_name)
-    m = Matcher(json_like().compile(whitespace_budget=8), vocab)
+    m = Matcher(json_like().compile(options=CompileOptions(whitespace_budget=8)), vocab)
     mask, before, after = (allocate_bitmask(vocab.size) for _ in range(3))
     walk_randomly(m, vocab, mask, lambda n: data.draw(st.integers(0, n - 1)), data.draw(st.integers(0, 6)))
     m.fill_next_token_bitmask(before)

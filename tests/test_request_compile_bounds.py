@@ -1,6 +1,6 @@
 """The bounds a request's constraint compiles under: one budget of CPU time for all of it, and nesting.
 
-The time bound (``limits.COMPILE_SECONDS``) is scaled here to a multiple of what one tool's schema
+The time bound (``Limits.compile_seconds``) is set here to a multiple of what one tool's schema
 costs on this machine, measured first, so the tests are about the budget's accounting and
 not about the machine's speed.
 """
@@ -12,11 +12,12 @@ import time
 
 import pytest
 
-from llamay import GrammarError, SchemaError, limits
+from llamay import GrammarError, SchemaError
 from llamay.backends import load_backend
 from llamay.chat.tool_grammar import compile_tool_calls
 from llamay.compile_budget import budget, clock, deadline
 from llamay.engine import Model
+from llamay.options import Limits
 
 ASK = [{"role": "user", "content": "Fill in the form."}]
 
@@ -30,6 +31,12 @@ def tool(k: int) -> dict:
 
 def openai_tool(k: int) -> dict:
     return {"type": "function", "function": tool(k)}
+
+
+@pytest.fixture(scope="module")
+def tight(one_tool_seconds) -> Limits:
+    """Bounds whose compile budget fits one tool three times over."""
+    return Limits(compile_seconds=3 * one_tool_seconds)
 
 
 @pytest.fixture(scope="module")
@@ -48,20 +55,18 @@ def _refused_for_time(exc: BaseException) -> bool:
     return "COMPILE_SECONDS" in name
 
 
-def test_tools_each_under_the_bound_are_refused_together(monkeypatch, one_tool_seconds):
+def test_tools_each_under_the_bound_are_refused_together(tight):
     """Ten tools that each compile within the bound exceed it together: the clock does not restart per tool."""
-    monkeypatch.setattr(limits, "COMPILE_SECONDS", 3 * one_tool_seconds)
     for k in range(3):
-        compile_tool_calls([tool(k)], "required")  # each alone fits
+        compile_tool_calls([tool(k)], "required", limits=tight)  # each alone fits
     with pytest.raises((SchemaError, GrammarError)) as exc:
-        compile_tool_calls([tool(10 + k) for k in range(10)], "required")
+        compile_tool_calls([tool(10 + k) for k in range(10)], "required", limits=tight)
     assert _refused_for_time(exc.value)
 
 
-def test_a_request_spends_one_budget_on_all_its_tools(monkeypatch, one_tool_seconds):
+def test_a_request_spends_one_budget_on_all_its_tools(tight):
     """Through ``Model.chat``, as the server calls it: each tool alone is served, ten at once are refused."""
-    model = Model(load_backend("fixture", script=b"ok"))
-    monkeypatch.setattr(limits, "COMPILE_SECONDS", 3 * one_tool_seconds)
+    model = Model(load_backend("fixture", script=b"ok"), limits=tight)
     r = model.chat(ASK, tools=[openai_tool(20)], tool_choice="required", max_tokens=4)
     assert r.finish_reason == "length"
     with pytest.raises((SchemaError, GrammarError)) as exc:
@@ -80,14 +85,13 @@ def _gil_chunk_longer_than(seconds: float) -> int:
         n *= 2
 
 
-def test_threads_competing_for_the_interpreter_do_not_spend_the_budget(monkeypatch, one_tool_seconds):
+def test_threads_competing_for_the_interpreter_do_not_spend_the_budget(tight):
     """Threads holding the GIL slow the compile's wall time past the budget, not its CPU time.
 
     Each spinner keeps the GIL for one C call longer than the whole budget, so the first time
     the compile hands the interpreter over, its wall time alone exceeds the budget.
     """
-    monkeypatch.setattr(limits, "COMPILE_SECONDS", 3 * one_tool_seconds)
-    chunk = _gil_chunk_longer_than(2 * limits.COMPILE_SECONDS)
+    chunk = _gil_chunk_longer_than(2 * tight.compile_seconds)
     stop = threading.Event()
 
     def spin() -> None:
@@ -99,13 +103,13 @@ def test_threads_competing_for_the_interpreter_do_not_spend_the_budget(monkeypat
         t.start()
     try:
         start = time.monotonic()
-        compile_tool_calls([tool(40)], "required")
+        compile_tool_calls([tool(40)], "required", limits=tight)
         wall = time.monotonic() - start
     finally:
         stop.set()
         for t in spinners:
             t.join()
-    assert wall > limits.COMPILE_SECONDS  # a wall-clock budget would have refused it
+    assert wall > tight.compile_seconds  # a wall-clock budget would have refused it
 
 
 def nested(levels: int) -> dict:
@@ -131,9 +135,10 @@ def test_a_constraint_nested_past_the_bound_is_refused_by_name(constraint):
 
 
 def test_a_budget_is_shared_inside_and_fresh_outside():
-    with budget():
-        first = deadline()
-        with budget():
-            assert deadline() == first
-        assert deadline() == first
-    assert deadline() != first
+    """An inner block, or a compile inside one asking for another length, keeps the outer deadline."""
+    with budget(2.0):
+        first = deadline(2.0)
+        with budget(5.0):
+            assert deadline(5.0) == first
+        assert deadline(2.0) == first
+    assert deadline(2.0) != first

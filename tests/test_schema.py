@@ -16,12 +16,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis_jsonschema import from_schema
 
-from llamay import limits
+from llamay import ir
 from llamay._core.bitmask import allocate_bitmask
 from llamay._core.matcher import Matcher
 from llamay.chat.tool_grammar import compile_tool_calls
 from llamay.errors import SchemaError, UsageError
 from llamay.grammars.jsonschema.compiler import Unsatisfiable, any_json, compile_json_schema
+from llamay.options import DEFAULT, Limits
 from llamay.testing import ScriptedScorer, accepts, compact, declared_order, generate
 from llamay.vocab import Vocabulary
 
@@ -491,10 +492,10 @@ def circular():
 @pytest.mark.parametrize(
     ("schema", "keyword"),
     [
-        (nested(limits.MAX_DEPTH + 1), "MAX_DEPTH"),
+        (nested(DEFAULT.limits.max_depth + 1), "MAX_DEPTH"),
         (nested(5000), "MAX_DEPTH"),
-        ({"description": "x" * limits.MAX_SOURCE_BYTES}, "MAX_SOURCE_BYTES"),
-        ({"type": "string", "minLength": limits.MAX_REPEAT**2 + 1}, "MAX_REPEAT"),
+        ({"description": "x" * DEFAULT.limits.max_source_bytes}, "MAX_SOURCE_BYTES"),
+        ({"type": "string", "minLength": ir.MAX_REPEAT**2 + 1}, "MAX_REPEAT"),
         (circular(), "MAX_DEPTH"),
     ],
     ids=["depth", "deep-recursion", "size", "repeat", "circular"],
@@ -505,10 +506,9 @@ def test_bound_of_limits_is_named(schema, keyword):
     assert exc.value.keyword == keyword
 
 
-def test_compile_time_bound_is_named(monkeypatch):
-    monkeypatch.setattr("llamay.limits.COMPILE_SECONDS", -1.0)
+def test_compile_time_bound_is_named():
     with pytest.raises(SchemaError) as exc:
-        compile_json_schema({"type": "object", "properties": {"a": {}}})
+        compile_json_schema({"type": "object", "properties": {"a": {}}}, limits=Limits(compile_seconds=-1.0))
     assert exc.value.keyword == "COMPILE_SECONDS"
 
 

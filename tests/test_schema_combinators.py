@@ -331,7 +331,7 @@ def test_all_of_keeps_the_order_of_its_entries_around_a_ref(ref_first):
     ids=["ref", "format"],
 )
 def test_a_value_used_at_many_places_is_built_once(value, good, bad):
-    """Past ``limits.SHARE_STATES``, a rule that would be inlined at several places is one frame:
+    """Past ``Tuning.share_states``, a rule that would be inlined at several places is one frame:
     ten properties with the same ``$ref`` or ``format`` cost little more than two."""
     names = [f"p{i}" for i in range(10)]
     big = {"type": "object", "properties": {name: {"type": "string"} for name in names}, "required": names}

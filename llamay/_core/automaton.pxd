@@ -115,6 +115,7 @@ cdef class CompiledGrammar:
     cdef readonly list rule_names
     cdef public list warnings
     cdef readonly object whitespace_budget
+    cdef readonly object limits
     cdef public object _mask_caches
     cdef object __weakref__
 

@@ -1,5 +1,7 @@
 from typing import Any
 
+from ..options import Limits
+
 CALL: int
 INC: int
 EXIT: int
@@ -10,7 +12,10 @@ class CompiledGrammar:
     rule_names: list[str]
     warnings: list[str]
     whitespace_budget: int | None
-    def __init__(self, arrays: dict[str, Any], ws_budget: int, rule_names: list[str], warnings: list[str]) -> None: ...
+    limits: Limits
+    def __init__(
+        self, arrays: dict[str, Any], ws_budget: int, rule_names: list[str], warnings: list[str], limits: Limits
+    ) -> None: ...
     @property
     def n_states(self) -> int: ...
     @property

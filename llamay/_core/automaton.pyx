@@ -616,9 +616,11 @@ cdef class CompiledGrammar:
 
     Built by ``llamay._core.lowering`` from IR rules; ``warnings`` lists what the source asked
     for and the automaton does not enforce. Token-mask caches per vocabulary hang off it.
+    ``limits`` are the bounds it was compiled under, which its matchers and caches keep to.
     """
 
-    def __init__(self, dict arrays, int ws_budget, list rule_names, list warnings):
+    def __init__(self, dict arrays, int ws_budget, list rule_names, list warnings, limits):
+        self.limits = limits
         cdef int32_t n = len(arrays["final"]), s
         cdef dict keep = {}
         cdef uint8_t* tails

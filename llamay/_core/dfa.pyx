@@ -55,7 +55,6 @@ from .automaton cimport (EDGE_CALL, F_NEED_CTX, F_OVERFLOW, Arena, CompiledGramm
 from .trie cimport FAN_MIN, NODE_DEPTH, TokenTrie, TrieTables
 from .walk cimport IntVec, intvec_push_range
 
-from .. import limits
 
 #: Sets one machine may hold (each costs a 1 KiB row): past it, first visits walk the old way.
 MAX_SETS = 1 << 16
@@ -120,7 +119,7 @@ cdef class SetMachine:
         self.g = grammar
         self.t = &grammar.t
         self.horizon = horizon
-        if arena_init(&self.a, limits.MAX_CONFIGURATIONS) < 0:
+        if arena_init(&self.a, grammar.limits.max_configurations) < 0:
             raise MemoryError("set machine arena")
         self.fh_mask = 255
         self.fh = <int32_t*> calloc(self.fh_mask + 1, sizeof(int32_t))

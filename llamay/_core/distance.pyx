@@ -29,7 +29,7 @@ Over the set's live configurations (those that can still complete in the tokens 
 largest distance plus that bound is at least the distance after the token, so a step checks only
 the allowed tokens whose bound exceeds the slack. The bound is a maximum over alternatives, so it
 is loose where they differ much (a value that may be ``null`` or a large object; a string past
-``limits.MAX_REPEAT`` characters, built of blocks that owe thousands); there the check steps many
+``ir.MAX_REPEAT`` characters, built of blocks that owe thousands); there the check steps many
 tokens (``matcher``: by one walk of the trie).
 """
 

@@ -1,5 +1,6 @@
 from collections.abc import Iterable
 
+from ..options import Limits
 from .automaton import CompiledGrammar
 
 SEPARATORS: bytes
@@ -10,7 +11,7 @@ class CompiledLexicon(CompiledGrammar):
     """A word list as an automaton; ``Matcher`` fills its masks through the skeleton index."""
 
     n_words: int
-    def __init__(self, words: Iterable[bytes], warnings: list[str] | None = None) -> None: ...
+    def __init__(self, words: Iterable[bytes], warnings: list[str], limits: Limits) -> None: ...
 
 class SkeletonIndex:
     @property

@@ -55,10 +55,10 @@ def _trivial_arrays():
 cdef class CompiledLexicon(CompiledGrammar):
     """A word list as an automaton; ``Matcher`` recognizes it and uses the skeleton index for masks."""
 
-    def __init__(self, words, list warnings=None):
+    def __init__(self, words, list warnings, limits):
         folded = sorted({fold(bytes(w)) for w in words})
         usable = [w for w in folded if w and all(BYTE_CLASS[b] == WORD for b in w)]
-        super().__init__(_trivial_arrays(), -1, ["lexicon"], list(warnings or []))
+        super().__init__(_trivial_arrays(), -1, ["lexicon"], list(warnings), limits)
         self.words = TokenTrie(usable, len(usable), ())
         self.n_words = len(usable)
 

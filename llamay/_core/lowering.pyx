@@ -3,8 +3,8 @@
 
 Theory of operation. Every *frame rule* becomes a small NFA over bytes with one start
 and one final state; reaching the final state pops the frame. Frame rules are the root,
-rules that take part in recursion, rules too big to copy (``limits.INLINE_STATES``), or
-to copy more than once (``limits.SHARE_STATES``: a ``$ref`` target or a ``format`` used at
+rules that take part in recursion, rules too big to copy (``Tuning.inline_states``), or
+to copy more than once (``Tuning.share_states``: a ``$ref`` target or a ``format`` used at
 several places), and counted repetitions. Everything else is inlined at each use, so a
 JSON Schema without shared parts is one frame: the mask cache (``_core.maskcache``) can
 then decide most tokens from the top frame alone.
@@ -27,7 +27,7 @@ words' trie walked over it, and one copy of the DFA for the keys that leave the 
 Refused here, by rule name: undefined rules, a missing root, ``Alt()`` and empty byte
 sets, bad repetition bounds, left recursion (direct, indirect or through a nullable
 prefix: the automaton expands a call before it reads a byte, so it would never stop),
-and automata over ``limits.MAX_STATES``.
+and automata over ``Limits.max_states``.
 """
 
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
@@ -39,10 +39,10 @@ from cpython.long cimport PyLong_FromVoidPtr
 
 cimport numpy as cnp
 
-from .. import compile_budget, limits
+from .. import compile_budget
 from ..errors import GrammarError
 from ..ir cimport Alt, Bytes, Except, Ref, Repeat, Seq, _Items
-from ..ir import EMPTY, PERMANENT, alt, seq
+from ..ir import EMPTY, MAX_REPEAT, PERMANENT, alt, seq
 from ..ir import alt_distinct as _alt_distinct
 
 from .automaton cimport EDGE_CALL, EDGE_EXIT, EDGE_INC, CompiledGrammar, array_data, grow, zeros
@@ -462,13 +462,15 @@ cdef class _Lowering:
     cdef list rule_names, rule_start, rule_bounds, pending, frames
     cdef set recursive, nullable_rules, copied  # copied: rules that inlining would build more than once
     cdef object root
+    cdef object options
     cdef double deadline
     cdef int64_t ticks, next_clock  # expressions walked and states copied; when to look at the clock
     cdef int max_depth, max_states, inline_states, share_states, unroll_states, max_repeat  # limits, read once
     cdef tuple shape  # the limits that shape a fragment
     cdef _NFA nfa
 
-    def __init__(self, dict rules, root, bint copies):
+    def __init__(self, dict rules, root, options, bint copies):
+        self.options = options
         self.rules = rules
         self.nfa = _NFA()
         self.rule_ids = {}
@@ -480,13 +482,14 @@ cdef class _Lowering:
             raise MemoryError("sizes")
         self.sized = []
         self.rule_sizes = {}
-        self.deadline = compile_budget.deadline()  # the request's budget, shared with the schema compiler
-        self.max_depth = limits.MAX_DEPTH
-        self.max_states = limits.MAX_STATES
-        self.inline_states = limits.INLINE_STATES
-        self.share_states = limits.SHARE_STATES
-        self.unroll_states = limits.UNROLL_STATES
-        self.max_repeat = limits.MAX_REPEAT
+        # the request's budget, shared with the schema compiler
+        self.deadline = compile_budget.deadline(options.limits.compile_seconds)
+        self.max_depth = options.limits.max_depth
+        self.max_states = options.limits.max_states
+        self.inline_states = options.tuning.inline_states
+        self.share_states = options.tuning.share_states
+        self.unroll_states = options.tuning.unroll_states
+        self.max_repeat = MAX_REPEAT
         self.shape = (self.inline_states, self.share_states, self.unroll_states, self.max_repeat)
         self.root = root
         self.nullable_rules = _nullable_rules(rules)
@@ -699,7 +702,8 @@ cdef class _Lowering:
         if self.ticks >= self.next_clock:
             self.next_clock = self.ticks + DEADLINE_EVERY
             if compile_budget.clock() > self.deadline:
-                raise GrammarError(f"compile took over {limits.COMPILE_SECONDS} s of CPU time (limit COMPILE_SECONDS)",
+                seconds = self.options.limits.compile_seconds
+                raise GrammarError(f"compile took over {seconds} s of CPU time (limit COMPILE_SECONDS)",
                                    rule=name)
         tp = type(expr)
         if tp is Bytes:
@@ -999,7 +1003,7 @@ cdef class _Lowering:
         excluded any more; a node is final where the item may end and no word does. All of it
         runs in C: as ``Alt``/``Seq`` nodes, the trie cost more than the rest of a schema.
         """
-        cdef _DFA d = _dfa_of(expr.item, name)
+        cdef _DFA d = _dfa_of(expr.item, name, self.options)
         cdef list words
         for w in expr.words:
             if type(w) is not bytes:
@@ -1103,20 +1107,21 @@ cdef class _Lowering:
         return 0
 
 
-cdef dict _DFAS = {}  # item -> its _DFA, across compiles: the items are few (the additional key's string)
+cdef dict _DFAS = {}  # (item, limits, tuning) -> its _DFA, across compiles: the items are few
 cdef enum:
     MAX_DFAS = 64         # items kept at most: IR built by a library user could bring new ones forever
 
 
-cdef _DFA _dfa_of(item, str name):
+cdef _DFA _dfa_of(item, str name, options):
     """The DFA of a finite-state IR expression (subset construction over its epsilon-free NFA)."""
-    cdef _DFA d = _DFAS.get(item)
+    cdef tuple key = (item, options.limits, options.tuning)
+    cdef _DFA d = _DFAS.get(key)
     cdef _Lowering low
     cdef Edges e
     cdef int32_t i, m, q, k
     if d is not None:
         return d
-    low = _Lowering({"item": item}, "item", True)
+    low = _Lowering({"item": item}, "item", options, True)
     low.frame_rule("item", "item", item, 0, 0)
     low.build()
     low.nfa.group(&e)
@@ -1150,8 +1155,8 @@ cdef _DFA _dfa_of(item, str name):
                     continue
                 key = tuple(sorted(targets))
                 if key not in ids:
-                    if len(order) > limits.INLINE_STATES:
-                        raise GrammarError(f"an Except item's DFA needs over {limits.INLINE_STATES} states", rule=name)
+                    if len(order) > low.inline_states:
+                        raise GrammarError(f"an Except item's DFA needs over {low.inline_states} states", rule=name)
                     ids[key] = len(order)
                     order.append(key)
                 if row and row[len(row) - 1][1] == cuts[k] - 1 and row[len(row) - 1][2] == ids[key]:
@@ -1182,7 +1187,7 @@ cdef _DFA _dfa_of(item, str name):
         _edges_free(&e)
     if len(_DFAS) >= MAX_DFAS:
         _DFAS.clear()
-    _DFAS[item] = d
+    _DFAS[key] = d
     return d
 
 
@@ -1332,18 +1337,20 @@ cdef tuple _scan(_Lowering low, Edges* e, int32_t rid, list nullable):
     return fin, calls
 
 
-def lower(dict rules, root, *, whitespace_budget, list warnings, bint copies=True):
+def lower(dict rules, root, options, *, list warnings, bint copies=True):
     """Lower ``rules`` onto the core automaton; raises ``GrammarError`` naming the rule at fault.
 
+    ``options`` is a ``CompileOptions``: its limits, tuning and whitespace budget apply here.
     ``copies=False`` builds every fragment from its IR, never from a copy (same tables, slower).
     """
+    whitespace_budget = options.whitespace_budget
     cdef Edges e
     cdef _Lowering low
     if root not in rules:
         raise GrammarError(f"the root rule {root!r} is not defined", rule=root)
     if whitespace_budget is not None and whitespace_budget < 0:
         raise GrammarError(f"whitespace budget {whitespace_budget} is negative", rule=root)
-    low = _Lowering(rules, root, copies)
+    low = _Lowering(rules, root, options, copies)
     low.frame_rule(root, root, rules[root], 0, 0)
     low.build()
     low.nfa.group(&e)
@@ -1355,7 +1362,7 @@ def lower(dict rules, root, *, whitespace_budget, list warnings, bint copies=Tru
     finally:
         _edges_free(&e)
     budget = -1 if whitespace_budget is None else int(whitespace_budget)
-    return CompiledGrammar(arrays, budget, list(low.rule_names), list(warnings))
+    return CompiledGrammar(arrays, budget, list(low.rule_names), list(warnings), options.limits)
 
 
 cdef inline void _visit(int32_t y, int32_t* order, int32_t* old, int32_t* stack, int32_t* n,

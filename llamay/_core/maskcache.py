@@ -7,19 +7,18 @@ bitmask, or a string slice of the vocabulary plus a list) and the few whose fate
 deeper frames or more whitespace (checked per step against the real set). The grammar's set
 machine (``dfa.SetMachine``), which computes entries under its own lock and without the GIL,
 hangs off the cache too; entries are inserted under the GIL, so concurrent matchers at worst
-compute one twice. The cache stops growing at ``limits.MASK_CACHE_BYTES``; positions past it
-are walked in full at every step.
+compute one twice. The cache stops growing at the grammar's ``limits.mask_cache_bytes``;
+positions past it are walked in full at every step.
 """
 
 from __future__ import annotations
 
 import weakref
 
-from .. import limits
-
 
 class MaskCache:
-    def __init__(self) -> None:
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity  # bytes
         self.entries: dict[tuple, tuple] = {}
         self.nbytes = 0
         self.machine = None
@@ -33,7 +32,7 @@ class MaskCache:
         return self.entries.get(key)
 
     def put(self, key: tuple, entry: tuple, size: int) -> bool:
-        if self.nbytes + size > limits.MASK_CACHE_BYTES:
+        if self.nbytes + size > self.capacity:
             return False
         self.entries[key] = entry
         self.nbytes += size
@@ -42,7 +41,7 @@ class MaskCache:
 
     def put_worst(self, key: bytes, found: tuple[int, int]) -> None:
         size = 0 if key in self.worst else len(key) + 96
-        if self.nbytes + size <= limits.MASK_CACHE_BYTES:
+        if self.nbytes + size <= self.capacity:
             self.worst[key] = found
             self.nbytes += size
 
@@ -53,5 +52,5 @@ def cache_for(grammar, vocab) -> MaskCache:
         caches = grammar._mask_caches = weakref.WeakKeyDictionary()
     cache = caches.get(vocab)
     if cache is None:
-        cache = caches[vocab] = MaskCache()
+        cache = caches[vocab] = MaskCache(grammar.limits.mask_cache_bytes)
     return cache

@@ -21,7 +21,6 @@ import numpy as np
 
 cimport numpy as cnp
 
-from .. import limits
 
 cnp.import_array()
 
@@ -156,7 +155,7 @@ cdef class Matcher:
     cdef int32_t n_eos
 
     def __cinit__(self, CompiledGrammar grammar, vocab=None):
-        if arena_init(&self.a, limits.MAX_CONFIGURATIONS) < 0:
+        if arena_init(&self.a, grammar.limits.max_configurations) < 0:
             raise MemoryError("matcher arena")
         self.h_cap = 0
 

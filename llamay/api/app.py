@@ -60,23 +60,10 @@ class Generation:
 @dataclass(frozen=True)
 class Route:
     api: str  # "openai" | "anthropic" | "ollama" | "llamay": the error shape
-    handler: str  # App method name
+    handler: Callable[[App, Route, bytes], Reply | Generation]  # an App method, called with the app
     auth: bool = True
     arg: str = ""  # a path parameter (the model id of /v1/models/{id})
 
-
-ROUTES: dict[tuple[str, str], Route] = {
-    ("POST", "/v1/chat/completions"): Route("openai", "_chat_completions"),
-    ("POST", "/v1/completions"): Route("openai", "_completions"),
-    ("POST", "/v1/messages"): Route("anthropic", "_messages"),
-    ("POST", "/api/chat"): Route("ollama", "_ollama_chat"),
-    ("POST", "/api/generate"): Route("ollama", "_ollama_generate"),
-    ("GET", "/api/tags"): Route("ollama", "_tags"),
-    ("POST", "/api/show"): Route("ollama", "_show"),
-    ("GET", "/api/version"): Route("ollama", "_version"),
-    ("GET", "/"): Route("ollama", "_root", auth=False),
-    ("GET", "/health"): Route("llamay", "_health", auth=False),
-}
 
 _ERROR_BODIES: dict[str, Callable[[ApiError], dict[str, Any]]] = {
     "openai": openai.error_body, "anthropic": anthropic.error_body, "ollama": ollama.error_body,
@@ -121,7 +108,7 @@ class App:
                 raise ApiError(405, f"{method} is not allowed on {path}; use GET")
             api = "anthropic" if "anthropic-version" in (headers or {}) else "openai"
             name = path[len("/v1/models/"):]
-            return Route(api, "_model" if name else "_models", arg=name)
+            return Route(api, App._model if name else App._models, arg=name)
         found = ROUTES.get((method, path))
         if found is not None:
             return found
@@ -141,7 +128,7 @@ class App:
     def handle(self, route: Route, body: bytes) -> Reply | Generation:
         """Run the route's handler; any refusal becomes an error ``Reply`` in the route's API shape."""
         try:
-            return getattr(self, route.handler)(route, body)
+            return route.handler(self, route, body)
         except Exception as exc:  # rendered for the client; api_error logs what is our bug
             return self.error_reply(route.api, api_error(exc))
 
@@ -211,6 +198,20 @@ class App:
     def _health(self, route: Route, body: bytes) -> Reply:
         return _json({"status": "ok", "model": self.model.model_id})
 
+
+
+ROUTES: dict[tuple[str, str], Route] = {
+    ("POST", "/v1/chat/completions"): Route("openai", App._chat_completions),
+    ("POST", "/v1/completions"): Route("openai", App._completions),
+    ("POST", "/v1/messages"): Route("anthropic", App._messages),
+    ("POST", "/api/chat"): Route("ollama", App._ollama_chat),
+    ("POST", "/api/generate"): Route("ollama", App._ollama_generate),
+    ("GET", "/api/tags"): Route("ollama", App._tags),
+    ("POST", "/api/show"): Route("ollama", App._show),
+    ("GET", "/api/version"): Route("ollama", App._version),
+    ("GET", "/"): Route("ollama", App._root, auth=False),
+    ("GET", "/health"): Route("llamay", App._health, auth=False),
+}
 
 def _json(value: Any, headers: list[tuple[str, str]] | None = None) -> Reply:
     return Reply(200, dumps(value).encode(), headers=headers or [])

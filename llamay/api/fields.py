@@ -18,8 +18,13 @@ from urllib.parse import quote
 
 import numpy as np
 
-from ..limits import MAX_BODY_DEPTH
+from ..options import DEFAULT
 from .errors import ApiError, bad_field
+
+#: Nesting depth of a request body's arrays and objects, checked before it is parsed (the JSON
+#: parser recurses once per level). Room for a schema at ``Limits.max_depth`` (two levels per
+#: schema level, as in ``properties`` or ``anyOf``) inside the request's own envelope.
+MAX_BODY_DEPTH = 2 * DEFAULT.limits.max_depth + 64
 
 #: ``max_tokens`` when a request gives none; the backend stops earlier when the context is full.
 DEFAULT_MAX_TOKENS = 4096

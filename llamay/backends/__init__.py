@@ -7,14 +7,15 @@ import importlib
 from ..errors import UsageError
 from .base import Backend, Sampling
 
-_MODULES = {"llamacpp": "llamacpp", "transformers": "transformers", "mlx": "mlx", "fixture": "fixture"}
+#: Backend names, each the module under this package that implements it.
+NAMES = ("llamacpp", "transformers", "mlx", "fixture")
 
 
 def load_backend(name: str, model=None, **options) -> Backend:
     """Import backend ``name`` and load ``model`` (None: the embedded default)."""
-    if name not in _MODULES:
-        raise UsageError(f"unknown backend {name!r}; choose one of {', '.join(sorted(_MODULES))}")
-    module = importlib.import_module(f"{__name__}.{_MODULES[name]}")
+    if name not in NAMES:
+        raise UsageError(f"unknown backend {name!r}; choose one of {', '.join(sorted(NAMES))}")
+    module = importlib.import_module(f"{__name__}.{name}")
     return module.load(model, **options)
 
 

@@ -15,11 +15,11 @@ behaviour of llama.cpp's own parser (``llama-grammar.cpp``) where it is defined:
 Where llama.cpp is lax, llamay refuses with a ``GrammarError`` naming rule, line and
 column (1-based; columns count characters): token terminals (``<think>``,
 ``<[1000]>``), since llamay constrains bytes, not one model's token ids; a bound above
-``limits.MAX_REPEAT`` (llama.cpp quietly turns large ones into ``*``); ``{m,n}`` with
+``ir.MAX_REPEAT`` (llama.cpp quietly turns large ones into ``*``); ``{m,n}`` with
 ``n < m``; reversed ranges and classes matching no character; a rule defined twice;
 surrogate or out-of-range code points. Rule names may also contain ``_``.
 
-Depth is bounded (``limits.MAX_DEPTH``) both for the parser's own recursion and for
+Depth is bounded (``Limits.max_depth``) both for the parser's own recursion and for
 the IR it builds, so neither this module nor the lowering can overflow the stack.
 """
 
@@ -31,9 +31,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from .. import ir, limits
+from .. import ir
 from ..compile_budget import budget
 from ..errors import GrammarError
+from ..options import DEFAULT, CompileOptions, Limits, Tuning
 from .gc_pause import gc_paused
 from .utf8 import ANY_CHAR, MAX_CODE_POINT, char_class
 
@@ -117,8 +118,9 @@ class _Parser:
     where the error can point at the text.
     """
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, limits: Limits) -> None:
         self.cur = _Cursor(text)
+        self.max_depth = limits.max_depth
         self.rules: dict[str, ir.Expr] = {}
         self.defined_at: dict[str, int] = {}
         self.first_use: dict[str, tuple[int, str]] = {}  # name -> (offset, referencing rule)
@@ -242,8 +244,8 @@ class _Parser:
         cur = self.cur
         start = cur.pos
         self.open_groups += 1
-        if self.open_groups > limits.MAX_DEPTH:
-            raise cur.error(f"parentheses nested deeper than {limits.MAX_DEPTH} (limit MAX_DEPTH)")
+        if self.open_groups > self.max_depth:
+            raise cur.error(f"parentheses nested deeper than {self.max_depth} (limit MAX_DEPTH)")
         cur.pos += 1
         cur.skip_space(newlines=True)
         expr, depth = self.alternates(nested=True)
@@ -307,8 +309,8 @@ class _Parser:
             raise cur.error(f"expected a repetition count, found {cur.describe()}")
         digits = cur.text[start : cur.pos].lstrip("0") or "0"
         # Compared as text first: int() of a huge digit string is slow, and refused past 4300 digits.
-        if len(digits) > len(str(limits.MAX_REPEAT)) or int(digits) > limits.MAX_REPEAT:
-            raise cur.error(f"repetition bound {digits} is above {limits.MAX_REPEAT} (limit MAX_REPEAT)", start)
+        if len(digits) > len(str(ir.MAX_REPEAT)) or int(digits) > ir.MAX_REPEAT:
+            raise cur.error(f"repetition bound {digits} is above {ir.MAX_REPEAT} (limit MAX_REPEAT)", start)
         return int(digits)
 
     # name ::= [a-zA-Z0-9_-]+
@@ -400,8 +402,8 @@ class _Parser:
         )
 
     def check_depth(self, depth: int, at: int) -> None:
-        if depth > limits.MAX_DEPTH:
-            raise self.cur.error(f"expression nested deeper than {limits.MAX_DEPTH} levels (limit MAX_DEPTH)", at)
+        if depth > self.max_depth:
+            raise self.cur.error(f"expression nested deeper than {self.max_depth} levels (limit MAX_DEPTH)", at)
 
 
 @lru_cache(maxsize=1024)
@@ -410,7 +412,7 @@ def _class_expr(ranges: tuple[tuple[int, int], ...], negated: bool) -> ir.Expr:
     return char_class(ranges, negated=negated)
 
 
-def parse_gbnf(text: str) -> ParsedGrammar:
+def parse_gbnf(text: str, limits: Limits = DEFAULT.limits) -> ParsedGrammar:
     """Parse GBNF ``text`` into IR rules; raises ``GrammarError`` with rule, line and column.
 
     Every rule is checked, reachable from the root or not: syntax, token terminals,
@@ -419,25 +421,34 @@ def parse_gbnf(text: str) -> ParsedGrammar:
     if not isinstance(text, str):
         raise TypeError(f"GBNF text must be a str, not {type(text).__name__}")
     # len(text) is a lower bound on the UTF-8 size: it spares encoding a huge text to refuse it.
-    if len(text) > limits.MAX_SOURCE_BYTES or len(text.encode("utf-8", "surrogatepass")) > limits.MAX_SOURCE_BYTES:
-        raise GrammarError(f"grammar text is over {limits.MAX_SOURCE_BYTES} bytes (limit MAX_SOURCE_BYTES)")
-    return _Parser(text).grammar()
+    size = limits.max_source_bytes
+    if len(text) > size or len(text.encode("utf-8", "surrogatepass")) > size:
+        raise GrammarError(f"grammar text is over {size} bytes (limit MAX_SOURCE_BYTES)")
+    return _Parser(text, limits).grammar()
 
 
 @gc_paused()
-@budget()
-def compile_gbnf(text: str, root: str = "root") -> CompiledGrammar:
+def compile_gbnf(
+    text: str, root: str = "root", *, limits: Limits = DEFAULT.limits, tuning: Tuning = DEFAULT.tuning
+) -> CompiledGrammar:
     """Compile GBNF ``text`` into an automaton that starts at rule ``root``.
 
     Raises ``GrammarError`` naming rule, line and column for anything refused: syntax
-    errors, token terminals, bounds over ``limits.py``, undefined rules, a missing root,
-    and (found by the lowering) left recursion and grammars over the size bound.
+    errors, token terminals, bounds over ``limits``, undefined rules, a missing root,
+    and (found by the lowering) left recursion and grammars over the size bound. A grammar's
+    whitespace is its own: no budget applies.
     """
-    parsed = parse_gbnf(text)
-    if root not in parsed.positions:
-        raise GrammarError(f"there is no rule {root!r} to start from", rule=root)
+    with budget(limits.compile_seconds):
+        parsed = parse_gbnf(text, limits)
+        if root not in parsed.positions:
+            raise GrammarError(f"there is no rule {root!r} to start from", rule=root)
+        return _lower(parsed, root, CompileOptions(whitespace_budget=None, limits=limits, tuning=tuning))
+
+
+def _lower(parsed: ParsedGrammar, root: str, options: CompileOptions) -> CompiledGrammar:
+    """Lower ``parsed``, locating a refusal of the lowering in the text."""
     try:
-        return parsed.grammar.compile(root, whitespace_budget=None)
+        return parsed.grammar.compile(root, options=options)
     except GrammarError as err:
         # The lowering names a counted repetition's frame "<rule>{m,n}"; GBNF names hold no "{".
         where = parsed.positions.get((err.rule or "").partition("{")[0])

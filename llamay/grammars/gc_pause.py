@@ -19,7 +19,7 @@ def gc_paused() -> Iterator[None]:
     """Pause the collector; at the end, turn it back on if it was on (also a decorator: ``@gc_paused()``).
 
     No count is kept across threads: overlapping compiles cannot keep the collector off for
-    longer than one compile (each is bounded by ``limits.COMPILE_SECONDS``), and a collector
+    longer than one compile (each is bounded by ``Limits.compile_seconds``), and a collector
     the application turned off before the compile stays off.
     """
     was_enabled = gc.isenabled()

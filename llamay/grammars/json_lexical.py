@@ -16,11 +16,10 @@ from __future__ import annotations
 import json
 from decimal import Decimal, InvalidOperation
 from functools import cache, lru_cache
-from typing import NamedTuple
 
-from ..errors import UsageError
 from ..ir import (
     EMPTY,
+    MAX_REPEAT,
     Alt,
     Bytes,
     Except,
@@ -39,7 +38,7 @@ from ..ir import (
     star,
     whitespace,
 )
-from ..limits import MAX_REPEAT
+from ..options import NUMBER_DIGITS, NumberDigits
 from .utf8 import MAX_CODE_POINT, char_class
 
 #: Optional structural whitespace; every byte is charged to the document's budget.
@@ -48,37 +47,6 @@ WS = star(whitespace())
 _DIGIT = byte_range(0x30, 0x39)
 _DIGIT19 = byte_range(0x31, 0x39)
 _HEX = byte_set(b"0123456789abcdefABCDEF")
-
-
-class NumberDigits(NamedTuple):
-    """Caps on a number's digits: before the point, after it, in the exponent (``None``: no cap).
-
-    A model that likes digits writes ``1000000000000…`` until its tokens run out, and JSON sets
-    no length: so the caps end a number the way the whitespace budget ends a document.
-    """
-
-    integer: int | None = 16
-    fraction: int | None = 16
-    exponent: int | None = 3
-
-
-#: The default caps: I-JSON's interoperable range (RFC 7493: IEEE doubles, whose exact integers
-#: reach 2**53, 16 digits, and whose exponents have 3 digits); llama.cpp caps integers alike.
-NUMBER_DIGITS = NumberDigits()
-UNCAPPED = NumberDigits(None, None, None)
-
-
-def number_digits(value) -> NumberDigits:
-    """The caps an API caller passes (three ints or ``None`` each, or ``None`` for no caps), checked."""
-    if value is None:
-        return UNCAPPED
-    try:
-        caps = NumberDigits(*value)
-    except TypeError:
-        raise UsageError(f"number_digits {value!r} is not (integer, fraction, exponent) digits") from None
-    if any(cap is not None and (type(cap) is not int or cap < 1) for cap in caps):
-        raise UsageError(f"number_digits {value!r}: each cap is a positive int or None")
-    return caps
 
 
 # The numbers are built once per cap for the process (as ``ir.permanent`` keeps them anyway).

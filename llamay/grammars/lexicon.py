@@ -11,13 +11,13 @@ from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
 
-from .. import limits
 from .._core.lexicon import SEPARATORS, CompiledLexicon
 from ..errors import GrammarError, UsageError
+from ..options import DEFAULT, Limits
 
 
-def compile_lexicon(words: Iterable[str | bytes] | None = None) -> CompiledLexicon:
-    """The lexicon automaton for ``words`` (None: the default English list)."""
+def compile_lexicon(words: Iterable[str | bytes] | None = None, *, limits: Limits = DEFAULT.limits) -> CompiledLexicon:
+    """The lexicon automaton for ``words`` (None: the default English list), at most ``limits.max_lexicon_bytes``."""
     if words is None:
         return default_lexicon()
     if isinstance(words, (str, bytes)):
@@ -29,16 +29,16 @@ def compile_lexicon(words: Iterable[str | bytes] | None = None) -> CompiledLexic
             raise GrammarError(f"lexicon entries must be strings, got {type(w).__name__}", rule="lexicon")
         b = w.encode("utf-8") if isinstance(w, str) else bytes(w)
         total += len(b) + 1
-        if total > limits.MAX_LEXICON_BYTES:
+        if total > limits.max_lexicon_bytes:
             raise GrammarError(
-                f"lexicon is over {limits.MAX_LEXICON_BYTES} bytes (limit MAX_LEXICON_BYTES)", rule="lexicon"
+                f"lexicon is over {limits.max_lexicon_bytes} bytes (limit MAX_LEXICON_BYTES)", rule="lexicon"
             )
         encoded.append(b)
     dropped = [w for w in encoded if not w or any(c in SEPARATORS or c < 0x20 or 0x30 <= c <= 0x39 for c in w)]
     warnings = [f"{len(dropped)} lexicon entries hold a separator, a digit or nothing and were left out"]
     if not dropped:
         warnings = []
-    lexicon = CompiledLexicon(encoded, warnings)
+    lexicon = CompiledLexicon(encoded, warnings, limits)
     if lexicon.n_words == 0:
         raise GrammarError("the lexicon has no usable word", rule="lexicon")
     return lexicon

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from ...grammars import json_lexical as jg
 from ...grammars.jsonschema.compiler import schema_expr
 from ...ir import EMPTY, Expr, Grammar, Ref, alt, literal, optional, seq, star, token
+from ...options import DEFAULT, CompileOptions
 from ..calls import ToolCall
 from ..errors import ToolCallError
 from .triggers import Scanner, Trigger, TriggerSearch, Ws
@@ -131,8 +132,7 @@ class CallGrammar:
     """The constraint for ``tools`` under one ``tool_choice`` mode, in ``dialect`` (see the module docstring)."""
 
     def __init__(self, dialect: Dialect, tools: Sequence[dict], markers: Markers, g: Grammar,
-                 warnings: list[str], parallel: bool | None,
-                 number_digits: jg.NumberDigits = jg.NUMBER_DIGITS) -> None:
+                 warnings: list[str], parallel: bool | None, options: CompileOptions = DEFAULT) -> None:
         self.d = dialect
         self.tools = tools
         self.m = markers
@@ -148,7 +148,7 @@ class CallGrammar:
                             " per turn (its chat templates refuse more)")
         for i, tool in enumerate(tools):
             arguments = schema_expr(g, tool.get("parameters", {"type": "object"}), f"/tools/{i}/parameters", warnings,
-                                    number_digits=number_digits)
+                                    options)
             g.define(f"call_rest_{i}", seq(
                 jg.WS, literal(","), jg.WS, literal(json.dumps(dialect.arguments_key)), jg.WS, literal(":"), jg.WS,
                 arguments, jg.WS, literal("}"),
@@ -158,7 +158,7 @@ class CallGrammar:
         named = [seq(literal(name), rest) for name, rest in zip(self.names, self._rest, strict=True)]
         g.define("call_body", seq(jg.WS, literal('"name"'), jg.WS, literal(":"), jg.WS, alt(*named)))
         # The brace stays at each use of "call". Once the union outgrows the lowering's limit on a
-        # rule copied to several places (limits.SHARE_STATES) the body is a frame, and a frame that
+        # rule copied to several places (Tuning.share_states) the body is a frame, and a frame that
         # began with the brace would be entered ahead of it: after ``[`` or a fence the set would
         # hold the whitespace run beside the entered frame, two configurations where one tool has
         # one, stepped for every long whitespace token the mask cache leaves undecided.

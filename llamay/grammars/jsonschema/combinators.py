@@ -30,7 +30,6 @@ from math import gcd, lcm
 from urllib.parse import unquote
 
 from ...errors import SchemaError
-from ...limits import MAX_BRANCHES
 from .keywords import SHAPES, child
 
 #: Keywords that combine subschemas; a flat schema holds none of them.
@@ -131,7 +130,8 @@ def closed(node: dict, closed_objects: bool) -> bool:
 class Algebra:
     """Rewrites schemas of one document into alternatives of flat schemas (see the module docstring)."""
 
-    def __init__(self, resolver, legacy_ref: bool, closed_objects: bool, regex_search, warn) -> None:
+    def __init__(self, resolver, legacy_ref: bool, closed_objects: bool, max_branches: int, regex_search, warn) -> None:
+        self.max_branches = max_branches
         self.resolver = resolver
         self.legacy_ref = legacy_ref  # drafts 4-7: keywords beside "$ref" are ignored
         self.closed_objects = closed_objects
@@ -171,8 +171,8 @@ class Algebra:
             for b in right:
                 merged = self.merge(a, b, pointer)
                 out.extend(merged)
-                if len(out) > MAX_BRANCHES:
-                    message = f"combinators expand to over {MAX_BRANCHES} alternatives"
+                if len(out) > self.max_branches:
+                    message = f"combinators expand to over {self.max_branches} alternatives"
                     raise SchemaError(message, keyword="MAX_BRANCHES", pointer=pointer)
         return out
 

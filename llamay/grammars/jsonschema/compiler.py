@@ -4,7 +4,7 @@ Compilation runs in two passes over the schema:
 
 1. ``schema_keywords.Checker`` visits every reachable subschema once: it refuses keywords llamay
    cannot enforce, reports malformed keyword values, warns where a keyword is only accepted,
-   and enforces the bounds of ``limits.py``. A schema that passes is well formed.
+   and enforces the bounds of ``Limits``. A schema that passes is well formed.
 2. ``_Compiler`` turns the checked schema into ``ir.Grammar`` rules. Each subschema is first
    rewritten by ``schema_algebra`` into alternatives without combinators (``allOf`` merged,
    ``anyOf``/``oneOf`` distributed, ``$ref`` kept as one named rule per target, so recursion is
@@ -34,7 +34,7 @@ from ...compile_budget import budget
 from ...compile_budget import deadline as compile_deadline
 from ...errors import GrammarError, InternalError, SchemaError
 from ...ir import EMPTY, Expr, Grammar, Ref, alt, alt_distinct, literal, optional, seq, star
-from ...limits import MAX_DEPTH, MAX_SOURCE_BYTES
+from ...options import DEFAULT, NUMBER_DIGITS, UNCAPPED, CompileOptions, Limits, Tuning
 from .. import json_lexical as jg
 from ..gc_pause import gc_paused
 from . import numeric
@@ -102,12 +102,14 @@ class Unsatisfiable(SchemaError):
 
 
 @gc_paused()
-@budget()
 def compile_json_schema(
     schema,
     closed_objects: bool = True,
     whitespace_budget: int | None = 64,
-    number_digits: tuple[int | None, int | None, int | None] | None = jg.NUMBER_DIGITS,
+    number_digits: tuple[int | None, int | None, int | None] | None = NUMBER_DIGITS,
+    *,
+    limits: Limits = DEFAULT.limits,
+    tuning: Tuning = DEFAULT.tuning,
 ) -> CompiledGrammar:
     """Compile ``schema`` (a parsed JSON value) to an automaton; ``.warnings`` lists what it ignores.
 
@@ -115,16 +117,18 @@ def compile_json_schema(
     ``additionalProperties`` admits no other key (else three named properties would constrain
     almost nothing); ``False`` restores the specification's open default. ``whitespace_budget``
     bounds structural whitespace per document (``None``: unbounded). ``number_digits`` caps the
-    digits of a number before the point, after it and in its exponent (``json_grammar.NumberDigits``;
+    digits of a number before the point, after it and in its exponent (``options.NumberDigits``;
     ``None``: uncapped); a bound (``minimum``...) spelled with more digits raises its number's caps.
     The document starts at its first byte and ends at its last: a model cannot spend tokens on
-    whitespace around it, and once it is complete only EOS is allowed.
+    whitespace around it, and once it is complete only EOS is allowed. ``limits`` bound the
+    compile (``SchemaError`` names the one exceeded); ``tuning`` shapes the automaton, not its language.
     """
-    warnings: list[str] = []
-    grammar = Grammar()
-    value = schema_expr(grammar, schema, "", warnings, closed_objects=closed_objects, number_digits=number_digits)
-    grammar.define("root", value)
-    return _lower(grammar, whitespace_budget, warnings)
+    options = CompileOptions(closed_objects, whitespace_budget, number_digits, limits, tuning)
+    with budget(limits.compile_seconds):
+        warnings: list[str] = []
+        grammar = Grammar()
+        grammar.define("root", schema_expr(grammar, schema, "", warnings, options))
+        return _lower(grammar, options, warnings)
 
 
 def schema_expr(
@@ -132,9 +136,7 @@ def schema_expr(
     schema,
     pointer: str,
     warnings: list[str],
-    *,
-    closed_objects: bool = True,
-    number_digits: tuple[int | None, int | None, int | None] | None = jg.NUMBER_DIGITS,
+    options: CompileOptions = DEFAULT,
 ) -> Expr:
     """``schema`` as an expression among ``grammar``'s rules, for constraints that embed schemas (tool calls).
 
@@ -142,19 +144,20 @@ def schema_expr(
     ``pointer``; warnings are appended to ``warnings`` (each once). It spends the enclosing
     ``compile_budget.budget()``, the one compile budget of the request.
     """
-    caps = jg.number_digits(number_digits)
-    deadline = compile_deadline()
-    source = _source(schema)
+    limits = options.limits
+    deadline = compile_deadline(limits.compile_seconds)
+    source = _source(schema, limits)
     legacy = legacy_ref(schema)
     ids = declares_ids(source)
     resolver = Resolver(schema, legacy, ids=ids)
     found: list[str] = []
     notes: list[tuple[str, str]] = []  # (keyword, pointer) the compiler does not enforce
     try:
-        Checker(found, deadline, resolver, legacy).schema(schema, pointer, "schema", 0)
-        algebra = Algebra(resolver, legacy, closed_objects, _search, lambda k, p: notes.append((k, p)))
+        Checker(found, deadline, limits, resolver, legacy).schema(schema, pointer, "schema", 0)
+        algebra = Algebra(resolver, legacy, options.closed_objects, limits.max_branches, _search,
+                          lambda k, p: notes.append((k, p)))
         one = not ids or one_base(source, schema)  # no id anywhere: one base, and no second scan
-        compiler = _Compiler(grammar, closed_objects, caps, deadline, algebra, notes, shared_by_text=one)
+        compiler = _Compiler(grammar, options, deadline, algebra, notes, shared_by_text=one)
         expr = compiler.value(schema, pointer)
     except RecursionError:
         raise SchemaError("schema nests too deeply to compile", keyword="MAX_DEPTH", pointer=pointer) from None
@@ -167,16 +170,22 @@ def schema_expr(
 def any_json(
     object_only: bool = False,
     whitespace_budget: int | None = 64,
-    number_digits: tuple[int | None, int | None, int | None] | None = jg.NUMBER_DIGITS,
+    number_digits: tuple[int | None, int | None, int | None] | None = NUMBER_DIGITS,
+    *,
+    limits: Limits = DEFAULT.limits,
+    tuning: Tuning = DEFAULT.tuning,
 ) -> CompiledGrammar:
     """Any valid JSON document (an object only, for ``json_object``), whitespace budgeted, numbers capped.
 
     Like a schema's document, it starts at its first byte and ends at its last.
     """
+    options = CompileOptions(
+        whitespace_budget=whitespace_budget, number_digits=number_digits, limits=limits, tuning=tuning
+    )
     grammar = Grammar()
-    value = jg.define_any_value(grammar, jg.number_digits(number_digits))
+    value = jg.define_any_value(grammar, options.number_digits)
     grammar.define("root", Ref("json_object") if object_only else value)
-    return grammar.compile("root", whitespace_budget=whitespace_budget, warnings=[])
+    return grammar.compile("root", options=options)
 
 
 def _search(pattern: str, text: str) -> bool:
@@ -187,7 +196,7 @@ def _search(pattern: str, text: str) -> bool:
         return False
 
 
-def _source(schema) -> str:
+def _source(schema, limits: Limits) -> str:
     """The serialized schema, bounded ("MAX_SOURCE_BYTES") before any work is done on it."""
     try:
         source = jg.dumps(schema)
@@ -196,15 +205,16 @@ def _source(schema) -> str:
         raise SchemaError("schema nests too deeply", keyword="MAX_DEPTH") from None
     except (TypeError, ValueError) as exc:
         raise SchemaError(f"schema is not a JSON value ({exc})", keyword="schema") from None
-    if size > MAX_SOURCE_BYTES:
-        raise SchemaError(f"schema is {size} bytes, over the bound of {MAX_SOURCE_BYTES}", keyword="MAX_SOURCE_BYTES")
+    if size > limits.max_source_bytes:
+        message = f"schema is {size} bytes, over the bound of {limits.max_source_bytes}"
+        raise SchemaError(message, keyword="MAX_SOURCE_BYTES")
     return source
 
 
-def _lower(grammar: Grammar, whitespace_budget, warnings: list[str]) -> CompiledGrammar:
+def _lower(grammar: Grammar, options: CompileOptions, warnings: list[str]) -> CompiledGrammar:
     """Lower the rules; a bound the lowering hits is reported as a schema error naming it."""
     try:
-        compiled = grammar.compile("root", whitespace_budget=whitespace_budget, warnings=warnings)
+        compiled = grammar.compile("root", options=options, warnings=warnings)
     except GrammarError as exc:
         limit = re.search(r"\(limit (\w+)\)", exc.reason)
         if limit is None:  # any other refusal means this compiler built a bad grammar
@@ -212,7 +222,7 @@ def _lower(grammar: Grammar, whitespace_budget, warnings: list[str]) -> Compiled
         raise SchemaError(f"schema is over a bound once lowered: {exc.reason}", keyword=limit[1]) from exc
     except RecursionError:
         raise SchemaError("schema nests too deeply to compile", keyword="MAX_DEPTH") from None
-    check_deadline(compile_deadline(), "", now=True)
+    check_deadline(compile_deadline(options.limits.compile_seconds), options.limits, "", now=True)
     return compiled
 
 
@@ -243,8 +253,7 @@ class _Compiler:
     def __init__(
         self,
         grammar: Grammar,
-        closed_objects: bool,
-        caps: jg.NumberDigits,
+        options: CompileOptions,
         deadline: float,
         algebra: Algebra,
         notes,
@@ -252,8 +261,9 @@ class _Compiler:
         shared_by_text: bool,
     ) -> None:
         self.grammar = grammar
-        self.closed_objects = closed_objects
-        self.caps = caps
+        self.closed_objects = options.closed_objects
+        self.caps = options.number_digits
+        self.limits = options.limits
         self.deadline = deadline
         self.algebra = algebra
         self.notes = notes
@@ -269,16 +279,20 @@ class _Compiler:
     def warn(self, keyword: str, pointer: str) -> None:
         self.notes.append((keyword, pointer))
 
+    def too_deep(self, pointer: str) -> SchemaError:
+        message = f"schema nests deeper than {self.limits.max_depth} levels"
+        return SchemaError(message, keyword="MAX_DEPTH", pointer=pointer)
+
     def any_value(self) -> Ref:
         return jg.define_any_value(self.grammar, self.caps)
 
     def value(self, node, pointer: str) -> Expr:
         """The values ``node`` admits; raises ``Unsatisfiable`` when there are none."""
-        check_deadline(self.deadline, pointer)
+        check_deadline(self.deadline, self.limits, pointer)
         self.depth += 1
         self.deepest = max(self.deepest, self.depth)
-        if self.depth > MAX_DEPTH:  # merged property schemas nest as the instances would
-            raise SchemaError(f"schema nests deeper than {MAX_DEPTH} levels", keyword="MAX_DEPTH", pointer=pointer)
+        if self.depth > self.limits.max_depth:  # merged property schemas nest as the instances would
+            raise self.too_deep(pointer)
         try:
             alternatives = self.algebra.alternatives(node, pointer)
             branches, reasons = [], []
@@ -365,8 +379,8 @@ class _Compiler:
             entry = self.flats[key] = self.flat_entry(node, pointer)
             return entry[0]
         expr, notes, height = entry
-        if self.depth + height > MAX_DEPTH:
-            raise SchemaError(f"schema nests deeper than {MAX_DEPTH} levels", keyword="MAX_DEPTH", pointer=pointer)
+        if self.depth + height > self.limits.max_depth:
+            raise self.too_deep(pointer)
         self.deepest = max(self.deepest, self.depth + height)
         self.notes.extend((k, pointer + p if below else p) for k, p, below in notes)
         if not isinstance(expr, Ref) and expr != EMPTY:
@@ -476,8 +490,8 @@ class _Compiler:
                 expr = build(self.grammar, bounds["minimum"], bounds["maximum"], bounds["multipleOf"], caps)
                 break
             except numeric.NotExact as exc:
-                if caps != jg.UNCAPPED:
-                    caps = jg.UNCAPPED
+                if caps != UNCAPPED:
+                    caps = UNCAPPED
                     continue
                 self.warn(exc.keyword, pointer)
                 bounds[exc.keyword] = unbounded[exc.keyword]

@@ -102,7 +102,7 @@ def _leap_second_time() -> str:
     ``+`` (local + 1 minute) or ``-`` (23:59 - local), modulo a day, and ``Z`` only at 23:59.
     A regex cannot carry the local time over to the offset, so it branches on each local
     hour and minute. All 1440 of them make a 54 kB regex that takes 0.8 s to compile, of the
-    2 s ``limits.COMPILE_SECONDS`` allows a schema; offsets in civil use are whole quarter
+    2 s ``Limits.compile_seconds`` allows a schema; offsets in civil use are whole quarter
     hours, so only the local minutes 14, 29, 44 and 59 are spelled out (96 branches, 4 kB),
     and a leap second at an offset such as +00:20 is refused.
     """

@@ -3,16 +3,16 @@
 ``Checker`` is the first compile pass. It visits every subschema reachable from the root
 (through ``$ref`` too, each target once), refuses the keywords llamay cannot enforce, reports
 malformed keyword values, warns where a keyword is accepted but never enforced, and applies
-the bounds of ``limits.py``. A schema that passes is well formed, so the compiler can trust
+the bounds of ``Limits``. A schema that passes is well formed, so the compiler can trust
 keyword shapes.
 """
 
 from __future__ import annotations
 
-from ... import limits
 from ...compile_budget import clock
 from ...errors import SchemaError
-from ...limits import MAX_DEPTH, MAX_REPEAT
+from ...ir import MAX_REPEAT
+from ...options import Limits
 from .. import json_lexical as jg
 
 TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
@@ -171,14 +171,14 @@ CLOCK_EVERY = 16
 _checks = 0
 
 
-def check_deadline(deadline: float, pointer: str, *, now: bool = False) -> None:
+def check_deadline(deadline: float, limits: Limits, pointer: str, *, now: bool = False) -> None:
     """Refuse the schema once the request's compile budget is spent (every ``CLOCK_EVERY`` calls, or ``now``)."""
     # "COMPILE_SECONDS": a hostile schema must not hold a worker (the request's one budget, in CPU time).
     global _checks
     _checks += 1
     if (now or _checks % CLOCK_EVERY == 0) and clock() > deadline:
         raise SchemaError(
-            f"compiling the request's constraints took over {limits.COMPILE_SECONDS} s of CPU time",
+            f"compiling the request's constraints took over {limits.compile_seconds} s of CPU time",
             keyword="COMPILE_SECONDS", pointer=pointer,
         )
 
@@ -191,18 +191,20 @@ def not_enforced(keyword: str, pointer: str) -> str:
 class Checker:
     """Pass 1: refusals, malformed values, warnings and bounds, for every reachable subschema."""
 
-    def __init__(self, warnings: list[str], deadline: float, resolver, legacy: bool) -> None:
+    def __init__(self, warnings: list[str], deadline: float, limits: Limits, resolver, legacy: bool) -> None:
         self.warnings = warnings
         self.deadline = deadline
+        self.limits = limits
         self.resolver = resolver
         self.legacy = legacy
         self.seen: set[int] = set()
 
     def schema(self, node, pointer: str, via: str, depth: int) -> None:
         # "MAX_DEPTH": the compilers recurse once per level.
-        if depth > MAX_DEPTH:
-            raise SchemaError(f"schema nests deeper than {MAX_DEPTH} levels", keyword="MAX_DEPTH", pointer=pointer)
-        check_deadline(self.deadline, pointer)
+        if depth > self.limits.max_depth:
+            message = f"schema nests deeper than {self.limits.max_depth} levels"
+            raise SchemaError(message, keyword="MAX_DEPTH", pointer=pointer)
+        check_deadline(self.deadline, self.limits, pointer)
         if node is True or node is False:
             return
         if not isinstance(node, dict):

@@ -23,7 +23,7 @@ The subset:
   escapes; ``[]`` matches nothing, ``[^]`` any code point;
 - groups ``(...)``, ``(?:...)``, ``(?<name>...)`` (the name is ignored), alternation ``|``;
 - quantifiers ``* + ? {n} {n,} {n,m}`` and their lazy forms (the same language), counts up to
-  ``limits.MAX_REPEAT``;
+  ``ir.MAX_REPEAT``;
 - ``^`` and ``$`` anywhere: ``^(a|b)$``, ``(?:^|,)x``, ``^([^,]+(,|$))+$``. Each path through the
   pattern is sorted by the anchors it passes (``_by_anchors``) into at most four anchor-free
   branches: free, starting at the value's start, ending at its end, or both. A path whose
@@ -37,9 +37,9 @@ it as literal text, other dialects as ``{0,n}``.
 Refused with ``RegexError`` naming the construct and its 0-based position: lookahead and
 lookbehind, backreferences (``\\1``, ``\\k<name>``), ``\\b \\B``, ``\\p{..} \\P{..}``, ``\\c``,
 octal escapes, inline flags and other ``(?`` groups, other letter escapes, and syntax errors.
-Groups nest at most ``MAX_DEPTH // 4`` deep, so that the IR (a few levels per group) stays
-within ``limits.MAX_DEPTH``; the size of the automaton is bounded where it is built
-(``limits.MAX_STATES``).
+Groups nest at most a quarter of the default ``Limits.max_depth`` deep, so that the IR (a few
+levels per group) stays within it; the lowering checks the request's own depth and size bounds
+(``Limits.max_depth``, ``Limits.max_states``) where it builds the automaton.
 
 A search is the branch between a free prefix and suffix (any code point at all, not ECMA's
 ``.``), one shared expression. Under a free prefix a leading optional item is dropped and a
@@ -67,7 +67,8 @@ import re
 from functools import lru_cache
 from typing import Union
 
-from ... import ir, limits
+from ... import ir
+from ...options import DEFAULT
 from ..json_lexical import canonical_class, counted
 from ..utf8 import MAX_CODE_POINT, negate
 
@@ -190,7 +191,7 @@ _HEX = frozenset("0123456789abcdefABCDEF")
 _SIMPLE_QUANTIFIERS = {"*": (0, None), "+": (1, None), "?": (0, 1)}
 _GROUP_REFUSALS = (("(?<=", "lookbehind"), ("(?<!", "lookbehind"), ("(?=", "lookahead"), ("(?!", "lookahead"))
 _GROUP_NAME = re.compile(r"[A-Za-z_$][\w$]*", re.ASCII)
-_MAX_GROUP_DEPTH = limits.MAX_DEPTH // 4
+_MAX_GROUP_DEPTH = DEFAULT.limits.max_depth // 4
 
 
 class _Parser:
@@ -253,8 +254,8 @@ class _Parser:
             self.pos = m.end()
             lo = int(m[1])
             hi = lo if m[2] is None else int(m[3]) if m[3] else None
-            if max(lo, hi or 0) > limits.MAX_REPEAT:
-                raise RegexError(f"repetition count above {limits.MAX_REPEAT} (limit MAX_REPEAT)", start)
+            if max(lo, hi or 0) > ir.MAX_REPEAT:
+                raise RegexError(f"repetition count above {ir.MAX_REPEAT} (limit MAX_REPEAT)", start)
             if hi is not None and hi < lo:
                 raise RegexError(f"numbers out of order in the quantifier {m[0]}", start)
             bounds = (lo, hi)
@@ -636,7 +637,7 @@ def _repeat_ir(item: ir.Expr | None, lo: int, hi: int | None) -> ir.Expr | None:
         return ir.EMPTY if lo == 0 else None
     if lo == hi == 1:
         return item
-    if max(lo, hi or 0) <= limits.MAX_REPEAT:
+    if max(lo, hi or 0) <= ir.MAX_REPEAT:
         return ir.repeat(item, lo, hi)
     return counted(item, lo, hi)  # a count narrowed by a length above MAX_REPEAT
 
