@@ -13,19 +13,23 @@ from .errors import GrammarError, LlamayError, SchemaError, UsageError, Vocabula
 from .grammars.gbnf import compile_gbnf
 from .grammars.jsonschema.compiler import any_json, compile_json_schema
 from .grammars.lexicon import compile_lexicon
+from .options import CompileOptions, Limits, Tuning
 from .vocab import Vocabulary
 
 __all__ = [
     "ChatResult",
+    "CompileOptions",
     "CompiledGrammar",
     "Done",
     "GrammarError",
+    "Limits",
     "LlamayError",
     "Matcher",
     "Model",
     "SchemaError",
     "TextDelta",
     "ToolCall",
+    "Tuning",
     "UsageError",
     "Vocabulary",
     "VocabularyError",
