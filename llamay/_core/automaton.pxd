@@ -70,17 +70,24 @@ ctypedef struct Arena:
     int32_t work_cap
     int32_t max_configs
 
+cdef inline bint resize(void** buf, size_t size) noexcept nogil:
+    """``realloc`` in place: on failure ``*buf`` is left as it was, still valid, and False returned."""
+    cdef void* p = realloc(buf[0], size)
+    if p == NULL:
+        return False
+    buf[0] = p
+    return True
+
+
 cdef inline bint grow(void** buf, int32_t* cap, int32_t need, size_t item) noexcept nogil:
+    """Double ``*cap`` (positive) until ``*buf`` holds ``need`` items; False, both unchanged, when out of memory."""
     cdef int32_t new_cap = cap[0]
-    cdef void* p
     if need <= new_cap:
         return True
     while new_cap < need:
         new_cap *= 2
-    p = realloc(buf[0], new_cap * item)
-    if p == NULL:
+    if not resize(buf, new_cap * item):
         return False
-    buf[0] = p
     cap[0] = new_cap
     return True
 

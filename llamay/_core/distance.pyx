@@ -34,7 +34,7 @@ tokens (``matcher``: by one walk of the trie).
 """
 
 from libc.stdint cimport int32_t, int64_t, uint8_t
-from libc.stdlib cimport calloc, free, malloc, realloc
+from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memset
 
 import time
@@ -43,7 +43,7 @@ import numpy as np
 
 cimport numpy as cnp
 
-from .automaton cimport EDGE_CALL, EDGE_EXIT, EDGE_INC, CompiledGrammar
+from .automaton cimport EDGE_CALL, EDGE_EXIT, EDGE_INC, CompiledGrammar, resize
 from .trie cimport NODE_FAN, TokenTrie, TrieTables
 from .walk cimport IntVec, intvec_push_range
 
@@ -379,11 +379,10 @@ cdef int _token_edges(const Tables* t, const TrieTables* tr, const uint8_t* sing
                         rc = -1
                 if tr.node_size[child] > 1:
                     if sp >= cap:
-                        cap *= 2
-                        stack = <int32_t*> _realloc(stack, 2 * cap * sizeof(int32_t))
-                        if stack == NULL:
+                        if not resize(<void**> &stack, 2 * (2 * cap) * sizeof(int32_t)):
                             rc = -1
                             break
+                        cap *= 2
                     stack[2 * sp] = child
                     stack[2 * sp + 1] = t.b_tgt[e]
                     sp += 1
@@ -392,14 +391,6 @@ cdef int _token_edges(const Tables* t, const TrieTables* tr, const uint8_t* sing
     free(stack)
     free(stamp)
     return rc
-
-
-cdef void* _realloc(void* p, size_t size) noexcept nogil:
-    """``realloc`` that frees ``p`` when it fails."""
-    cdef void* q = realloc(p, size)
-    if q == NULL:
-        free(p)
-    return q
 
 
 cdef int _byte_bounds(const Tables* t, int32_t n_rules, const int32_t* dl, const int32_t* per_iter,

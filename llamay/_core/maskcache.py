@@ -5,7 +5,7 @@ whitespace budget left (up to a window) and a few frames below; an entry is keye
 positions of a whole configuration set. It holds the tokens those positions alone accept (a
 bitmask, or a string slice of the vocabulary plus a list) and the few whose fate depends on
 deeper frames or more whitespace (checked per step against the real set). The grammar's set
-machine (``dfa.SetMachine``), which computes entries under its own lock and without the GIL,
+machine (``setmachine.SetMachine``), which computes entries under its own lock and without the GIL,
 hangs off the cache too; entries are inserted under the GIL, so concurrent matchers at worst
 compute one twice. The cache stops growing at the grammar's ``limits.mask_cache_bytes``;
 positions past it are walked in full at every step.

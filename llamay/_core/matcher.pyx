@@ -6,7 +6,8 @@ each step's set and frame count), so ``rollback(n)`` is a truncation and a rejec
 or byte string leaves everything as it was. A mask for the current set is one cached
 context-independent entry for the positions of all its configurations (keyed by their
 packed positions), plus those undecided tokens that the real set accepts. First visits
-compute the entry with the grammar's set machine and the vocabulary's string slices (``dfa``).
+compute the entry with the grammar's set machine (``setmachine``) and the vocabulary's string slices
+(``slices``), by the fast walk (``entrywalk``).
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
@@ -14,7 +15,7 @@ from cpython.dict cimport PyDict_GetItem
 from cpython.object cimport PyObject
 from cpython.pythread cimport WAIT_LOCK, PyThread_acquire_lock, PyThread_release_lock
 from libc.stdint cimport int32_t, uint8_t, uint32_t
-from libc.stdlib cimport calloc, free, malloc, realloc
+from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcmp, memcpy, memmove, memset
 
 import numpy as np
@@ -34,13 +35,15 @@ cdef extern from *:
     void or_words "llamay_or_words" (uint32_t* out, const uint32_t* src, Py_ssize_t n) noexcept nogil
 from ..errors import LlamayError, UsageError
 from .automaton cimport (ACCEPT, BOTTOM, CTX, CTX_FRAMES, F_OVERFLOW, WS_WINDOW, Arena, CompiledGrammar, Config, Tables,
-                         arena_free, arena_init, closure, fold_counter, push_frame)
-from .dfa cimport D_FULL, SetMachine, StringSlices, entry_walk
+                         arena_free, arena_init, closure, fold_counter, push_frame, resize)
 from .distance cimport DINF, Distances, config_cost
-from .dfa import slices_for
+from .entrywalk cimport entry_walk
 from .lexicon cimport LEX_REJECT, LEX_SEP, CompiledLexicon, LexiconMasks
 from .lexicon import masks_for
 from .maskcache import cache_for
+from .setmachine cimport D_FULL, SetMachine
+from .slices cimport StringSlices
+from .slices import slices_for
 from .trie cimport TokenTrie, TrieTables
 from .walk cimport IntVec, Levels, advance, intvec_push_range, levels_free, levels_reserve, push_config, walk
 
@@ -215,12 +218,11 @@ cdef class Matcher:
         cdef int32_t cap
         if self.n_steps >= self.h_cap:
             cap = max(64, self.h_cap * 2)
-            self.h_off = <int32_t*> realloc(self.h_off, cap * sizeof(int32_t))
-            self.h_len = <int32_t*> realloc(self.h_len, cap * sizeof(int32_t))
-            self.h_frames = <int32_t*> realloc(self.h_frames, cap * sizeof(int32_t))
-            self.h_term = <uint8_t*> realloc(self.h_term, cap * sizeof(uint8_t))
-            if self.h_off == NULL or self.h_len == NULL or self.h_frames == NULL or self.h_term == NULL:
-                raise MemoryError("matcher history")
+            if not (resize(<void**> &self.h_off, cap * sizeof(int32_t))
+                    and resize(<void**> &self.h_len, cap * sizeof(int32_t))
+                    and resize(<void**> &self.h_frames, cap * sizeof(int32_t))
+                    and resize(<void**> &self.h_term, cap * sizeof(uint8_t))):
+                raise MemoryError("matcher history")  # the arrays already grown stay valid: h_cap says how much
             self.h_cap = cap
         self.h_off[self.n_steps] = off
         self.h_len[self.n_steps] = n
@@ -617,9 +619,7 @@ cdef class Matcher:
         cdef PyObject* got
         cdef Entry entry
         if n > self.rec_cap:
-            self.recs = <PosRec*> realloc(self.recs, n * sizeof(PosRec))
-            if self.recs == NULL:
-                self.rec_cap = 0
+            if not resize(<void**> &self.recs, n * sizeof(PosRec)):
                 raise MemoryError("matcher positions")
             self.rec_cap = n
         recs = self.recs
@@ -703,9 +703,7 @@ cdef class Matcher:
             for i in range(m):
                 ws_cap = max(ws_cap, self.recs[i].ws)
         if m > self.start_cap:
-            self.start_cfg = <Config*> realloc(self.start_cfg, m * sizeof(Config))
-            if self.start_cfg == NULL:
-                self.start_cap = 0
+            if not resize(<void**> &self.start_cfg, m * sizeof(Config)):
                 raise MemoryError("matcher positions")
             self.start_cap = m
         start_cfg = self.start_cfg

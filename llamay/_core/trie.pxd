@@ -29,4 +29,4 @@ cdef class TokenTrie:
     cdef dict _arrays
     cdef readonly int32_t size
     cdef readonly tuple eos_ids
-    cdef public object slices      # string slices of the vocabulary (dfa.slices_for), built on first use
+    cdef public object slices      # string slices of the vocabulary (slices.slices_for), built on first use

@@ -15,24 +15,21 @@ on the start configuration and is cached (``maskcache``).
 """
 
 from libc.stdint cimport int32_t, uint32_t
-from libc.stdlib cimport free, realloc
+from libc.stdlib cimport free
 from libc.string cimport memmove
 
-from .automaton cimport ACCEPT, F_NEED_CTX, F_OVERFLOW, Arena, Config, Tables, step
+from .automaton cimport ACCEPT, F_NEED_CTX, F_OVERFLOW, Arena, Config, Tables, grow, resize, step
 from .trie cimport TrieTables
 
 
 cdef int intvec_push_range(IntVec* v, const int32_t* src, int32_t n) noexcept nogil:
     cdef int32_t cap = v.cap if v.cap > 0 else 64
-    cdef int32_t* p
     cdef int32_t i
     if v.len + n > v.cap:
         while cap < v.len + n:
             cap *= 2
-        p = <int32_t*> realloc(v.data, cap * sizeof(int32_t))
-        if p == NULL:
+        if not resize(<void**> &v.data, cap * sizeof(int32_t)):
             return -1
-        v.data = p
         v.cap = cap
     for i in range(n):
         v.data[v.len + i] = src[i]
@@ -44,12 +41,9 @@ cdef int levels_reserve(Levels* lv, int32_t depth) noexcept nogil:
     cdef int32_t cap = depth + 2
     if cap <= lv.cap:
         return 0
-    lv.off = <int32_t*> realloc(lv.off, cap * sizeof(int32_t))
-    lv.len = <int32_t*> realloc(lv.len, cap * sizeof(int32_t))
-    lv.frames = <int32_t*> realloc(lv.frames, cap * sizeof(int32_t))
-    lv.flag = <int*> realloc(lv.flag, cap * sizeof(int))
-    if lv.off == NULL or lv.len == NULL or lv.frames == NULL or lv.flag == NULL:
-        return -1
+    if not (resize(<void**> &lv.off, cap * sizeof(int32_t)) and resize(<void**> &lv.len, cap * sizeof(int32_t))
+            and resize(<void**> &lv.frames, cap * sizeof(int32_t)) and resize(<void**> &lv.flag, cap * sizeof(int))):
+        return -1  # the arrays already grown stay valid: lv.cap says how much
     lv.cap = cap
     return 0
 
@@ -114,15 +108,8 @@ cdef int walk(const Tables* t, Arena* a, const TrieTables* tr, int32_t src, int3
 
 
 cdef bint push_config(Arena* a, Config c) noexcept nogil:
-    cdef Config* p
-    cdef int32_t cap
-    if a.cfg_len >= a.cfg_cap:
-        cap = a.cfg_cap * 2
-        p = <Config*> realloc(a.cfg, cap * sizeof(Config))
-        if p == NULL:
-            return False
-        a.cfg = p
-        a.cfg_cap = cap
+    if not grow(<void**> &a.cfg, &a.cfg_cap, a.cfg_len + 1, sizeof(Config)):
+        return False
     a.cfg[a.cfg_len] = c
     a.cfg_len += 1
     return True

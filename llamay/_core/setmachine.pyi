@@ -1,8 +1,4 @@
-import numpy as np
-import numpy.typing as npt
-
 from .automaton import CompiledGrammar
-from .trie import TokenTrie
 
 MAX_SETS: int
 
@@ -22,15 +18,3 @@ class SetMachine:
     @property
     def kinds(self) -> list[tuple[int, int]]:
         """Walks so far by kind (whole trie, other tokens, rest groups, long tokens, class): (count, nodes)."""
-
-class StringSlices:
-    """A vocabulary's tokens of safe characters by length, and tries of the others."""
-
-    def __init__(self, trie: TokenTrie) -> None: ...
-    @property
-    def kmax(self) -> int: ...
-    @property
-    def levels(self) -> int: ...
-    def arrays(self) -> dict[str, npt.NDArray[np.generic]]: ...
-
-def slices_for(trie: TokenTrie) -> StringSlices: ...

@@ -1,12 +1,10 @@
 # cython: language_level=3
-"""The first-visit fast path: a lazy DFA over configuration sets, and the vocabulary's string slices."""
+"""The set machine: a grammar's lazily built DFA over configuration sets."""
 
-from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint64_t
 from cpython.pythread cimport PyThread_type_lock
 
 from .automaton cimport Arena, CompiledGrammar, Config, Tables
-from .trie cimport TokenTrie, TrieTables
-from .walk cimport IntVec
 
 cdef enum:
     D_UNKNOWN = -1     # a row entry not computed yet
@@ -19,7 +17,6 @@ cdef enum:
     SN_DEAD = -3       # every safe character dies, and no path needs the context
     SN_FAIL = -4       # the machine failed (overflow or full): no slice
     SN_MAX_TARGETS = 32  # distinct sets one safe character may lead to (more: SN_MIXED)
-    SLICE_LEVELS = 16  # characters the slice check looks ahead (longer tokens: the ``long`` trie)
     FIX_UNKNOWN = -1   # s_fix: not known yet whether the set is a fixed point of the safe characters
     FIX_NONE = -2      # not one (or its verdicts could not be computed)
     ROW_SHIFT = 7      # a block of rows holds 1 << ROW_SHIFT sets
@@ -28,27 +25,6 @@ cdef enum:
     WIDE_DEAD = 0      # class step, characters past ASCII: all die
     WIDE_LIVE = 1      # ... all live, to the set the ASCII class leads to
     WIDE_MIXED = 2     # ... anything else (their tokens are walked)
-
-ctypedef struct SliceTables:
-    int32_t kmax               # most characters before the first unsafe byte, over all tokens
-    int32_t levels             # min(SLICE_LEVELS, kmax)
-    int32_t n_words
-    const uint32_t* cum        # cum[r * n_words:]: tokens of 1..r safe characters and nothing else
-    const TrieTables* rest     # tokens with an unsafe byte after k safe characters: bytes([k]) + the rest
-    const int32_t* group_node  # per k: the node of byte k at depth 1 of ``rest`` (-1: none)
-    const TrieTables* long     # tokens past ``levels`` safe characters: their bytes after those
-    const TrieTables* other    # every token but the slice tokens of at most ``levels`` characters
-    const int32_t* other_rest  # per token of ``other`` (in trie order): its index in ``rests``, -1: none
-    const TrieTables* rests    # the rests alone (token ids: rest indices)
-    const uint32_t* has        # has[b * n_words:]: tokens of 1..levels safe characters with ASCII byte b
-    const uint32_t* grp        # grp[g * n_words:]: ... with a byte of ASCII group g (_GROUP_LO/_HI)
-    const uint32_t* wide       # ... with a byte past ASCII
-    const TrieTables* wide_trie  # those tokens
-    const int32_t* pairs       # pairs[b1 * 128 + b2]: how many short slice tokens start with ASCII bytes b1 b2
-    const int32_t* rest_pos    # per rest index: the position of its token in ``other``
-    const uint64_t* other_plain  # bitmap over positions in ``other``: tokens without a rest
-    int32_t other_words        # words of that bitmap
-    int32_t n_rests
 
 cdef class SetMachine:
     cdef CompiledGrammar g
@@ -70,14 +46,14 @@ cdef class SetMachine:
     cdef int32_t s_cap
     cdef int32_t* sh            # set hash table: set id + 1, 0 = empty
     cdef int32_t sh_mask
-    cdef int32_t** blocks       # rows of ROW_BLOCK sets each: never moved, so growing copies nothing
+    cdef int32_t** blocks       # rows of 1 << ROW_SHIFT sets each: never moved, so growing copies nothing
     cdef int32_t n_blocks
     cdef uint64_t* s_bnd        # per set, 256 bits: where a piece of bytes its edges treat alike starts
     cdef uint8_t* s_bnd_ok
     cdef uint64_t* s_live       # per set, 256 bits: bytes a walk must follow (live, or left for the context)
     cdef int32_t* s_live_n      # their count, -1 until computed
     cdef int64_t* s_fix         # per set: offset of its verdict record in fix_pool, or FIX_UNKNOWN / FIX_NONE
-    cdef int32_t* fix_pool      # verdict records (see ``fixed_verdicts``)
+    cdef int32_t* fix_pool      # verdict records (see ``entrywalk.fixed_verdicts``)
     cdef int64_t fix_len
     cdef int64_t fix_cap
     cdef int32_t* sn_cnt        # slice step per set: how many sets a safe character leads to, or an SN_* code
@@ -122,27 +98,8 @@ cdef class SetMachine:
     cdef int state_immortal(self, int32_t s0) noexcept nogil
     cdef bint _pair_ok(self, int32_t pair, bint ws_free) noexcept nogil
     cdef int set_immortal(self, int32_t s) noexcept nogil
-    cdef const int32_t* fixed_verdicts(self, int32_t s, const SliceTables* sl) noexcept nogil
 
 
 cdef inline int32_t* row_of(SetMachine m, int32_t s) noexcept nogil:
     """The row of set ``s``: entry ``b`` is where byte ``b`` leads (2 * target + flag, or a D_* code)."""
     return m.blocks[s >> ROW_SHIFT] + ((s & ((1 << ROW_SHIFT) - 1)) << 8)
-
-
-cdef class StringSlices:
-    cdef SliceTables s
-    cdef TokenTrie rest_trie
-    cdef TokenTrie long_trie
-    cdef TokenTrie other_trie
-    cdef TokenTrie rests_trie
-    cdef TokenTrie wide_trie
-    cdef dict _arrays
-
-
-cdef int walk_below(SetMachine m, const TrieTables* tr, int32_t parent, int32_t start, uint32_t* out, IntVec* acc,
-                    IntVec* cd, int32_t* st) noexcept nogil
-cdef int mwalk(SetMachine m, const TrieTables* tr, int32_t first, int32_t last, int32_t depth_off, int32_t start,
-               uint32_t* out, IntVec* acc, IntVec* cd, int32_t* st) noexcept nogil
-cdef int entry_walk(SetMachine m, const TrieTables* tr, const SliceTables* sl, int32_t start, uint32_t* dense,
-                    IntVec* acc, IntVec* cd, int32_t* base, int32_t* st) noexcept nogil

@@ -1,0 +1,16 @@
+import numpy as np
+import numpy.typing as npt
+
+from .trie import TokenTrie
+
+class StringSlices:
+    """A vocabulary's tokens of safe characters by length, and tries of the others."""
+
+    def __init__(self, trie: TokenTrie) -> None: ...
+    @property
+    def kmax(self) -> int: ...
+    @property
+    def levels(self) -> int: ...
+    def arrays(self) -> dict[str, npt.NDArray[np.generic]]: ...
+
+def slices_for(trie: TokenTrie) -> StringSlices: ...
