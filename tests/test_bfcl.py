@@ -7,9 +7,9 @@ import copy
 
 import jsonschema
 import pytest
+from feed import accepts
 
 from llamay.chat.tool_grammar import compile_tool_calls
-from llamay.testing import accepts
 from tests.bfcl import entries, hermes
 from tests.conftest import corpus
 

@@ -13,12 +13,12 @@ import threading
 
 import numpy as np
 import pytest
+from feed import greedy_tokens
 from test_mask import accepted_by_stepping, allowed
 
 from llamay import Matcher, allocate_bitmask, compile_json_schema
 from llamay._core.dfa import slices_for
 from llamay._core.maskcache import cache_for
-from llamay.testing import greedy_tokens
 
 VOCABS = ["byte_vocab", "smollm2_vocab", "llama3_vocab", "gemma_vocab"]
 

@@ -18,12 +18,13 @@ from collections import Counter
 
 import pytest
 from conftest import corpus
+from feed import accepts, compact
+from key_order import declared_order
 
 from llamay.errors import SchemaError
 from llamay.grammars.jsonschema.compiler import compile_json_schema
 from llamay.grammars.jsonschema.keywords import SHAPES
 from llamay.limits import COMPILE_SECONDS
-from llamay.testing import accepts, compact, declared_order
 
 SUBSETS = [
     "Github_trivial", "Github_easy", "Github_medium", "Github_hard", "Github_ultra", "Glaiveai2K", "Kubernetes",

@@ -21,15 +21,16 @@ from typing import Literal, Optional
 
 import jsonschema
 import pytest
+from feed import accepts, compact
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis_jsonschema import from_schema
+from key_order import declared_order
 from openai.lib._pydantic import to_strict_json_schema
 from pydantic import BaseModel, Field
 from test_schema import random_walk
 
 from llamay.errors import SchemaError
 from llamay.grammars.jsonschema.compiler import compile_json_schema
-from llamay.testing import accepts, compact, declared_order
 
 TREE = {
     "$defs": {
