@@ -1,4 +1,4 @@
-"""JSONSchemaBench (the MaskBench data, README section 3): coverage, soundness, completeness.
+"""JSONSchemaBench (the MaskBench data, ../shared/testdata/jsonschemabench): coverage, soundness, completeness.
 
 One test per subset file. Every schema either compiles within the time bound or is refused
 with a ``SchemaError`` naming a keyword (or a bound of ``limits.py``): never another error,

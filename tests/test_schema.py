@@ -1,4 +1,6 @@
-"""JSON Schema stage 1 (design section 4): what is enforced, warned, refused, and the JSON lexicon.
+"""JSON Schema, the core keywords: what is enforced, warned, refused, and the JSON lexicon.
+
+The keyword list these tests hold the compiler to is in ``README.md`` ("Tools and schemas").
 
 Tables of (schema, instance text, accepted) per keyword run through the byte-level matcher;
 property tests check that instances hypothesis-jsonschema draws are accepted, and that

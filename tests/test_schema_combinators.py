@@ -1,6 +1,6 @@
-"""JSON Schema stage 2 (design section 4): references, combinators, patterns, formats, bounds.
+"""JSON Schema, the composite keywords: references, combinators, patterns, formats, bounds.
 
-Three kinds of evidence, as for stage 1:
+Three kinds of evidence, as for the core keywords (``test_schema.py``):
 
 - a table of documents each keyword accepts and rejects (``CASES``);
 - soundness: random walks of the automaton (bytes picked among those the mask allows) are
