@@ -8,8 +8,8 @@ import time
 import numpy as np
 
 import llamay
-from llamay import testing
 from llamay.grammars.jsonschema.compiler import compile_json_schema
+from tests import feed
 from tests.conftest import _package_file
 
 #: The peer harness's settings: open objects, unbounded whitespace, uncapped numbers.
@@ -55,8 +55,8 @@ CITIES_MESSAGES = [{"role": "user", "content": "List ten large cities as JSON wi
 
 
 def greedy_tokens(grammar, vocab, document: bytes) -> list[int]:
-    """``llamay.testing.greedy_tokens`` from the grammar's start."""
-    return testing.greedy_tokens(llamay.Matcher(grammar, vocab), vocab, document)
+    """``tests.feed.greedy_tokens`` from the grammar's start."""
+    return feed.greedy_tokens(llamay.Matcher(grammar, vocab), vocab, document)
 
 
 def walk_document(matcher, mask, tokens, eos: int, times: list[float] | None = None) -> None:

@@ -1,9 +1,11 @@
-"""Shared fixtures: the third-party corpora in ../shared/testdata and the real vocabularies."""
+"""Shared fixtures: the project's own test data in testdata/, the third-party corpora in
+../shared/testdata, and the real vocabularies."""
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import json
 import os
 from pathlib import Path
 
@@ -11,7 +13,15 @@ import pytest
 
 from llamay.vocab import Vocabulary
 
+OWN_TESTDATA = Path(__file__).resolve().parents[1] / "testdata"
 TESTDATA = Path(__file__).resolve().parents[2] / "shared" / "testdata"
+
+
+def read_testdata(*parts: str):
+    """A file of the repository's testdata/ (see its README.md): a ``.json`` file parsed, any other as text."""
+    path = OWN_TESTDATA.joinpath(*parts)
+    text = path.read_text(encoding="utf-8")
+    return json.loads(text) if path.suffix == ".json" else text
 
 
 def corpus(*parts: str) -> Path:

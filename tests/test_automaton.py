@@ -9,6 +9,7 @@ import re
 import numpy as np
 import pytest
 from conftest import corpus
+from feed import accepts
 from hypothesis import given, reject, settings
 from hypothesis import strategies as st
 from llamay._core.lowering import lower
@@ -16,7 +17,6 @@ from llamay._core.lowering import lower
 from llamay import GrammarError, LlamayError, Matcher, compile_json_schema, ir
 from llamay.grammars.jsonschema.compiler import schema_expr
 from llamay.options import CompileOptions, Limits
-from llamay.testing import accepts
 from tests.irgen import ALPHABET, exprs, grammars, to_regex
 
 _texts = st.binary(max_size=12) | st.lists(st.sampled_from([*ALPHABET, *"é".encode()]), max_size=24).map(bytes)

@@ -18,6 +18,7 @@ import shutil
 import jsonschema
 import numpy as np
 import pytest
+from conftest import read_testdata
 
 from llamay import Vocabulary
 from llamay.engine import TRUNCATED_WARNING, Model
@@ -182,11 +183,7 @@ def test_schema_output_validates(model, name, temperature):
     jsonschema.validate(json.loads(r.text), SCHEMAS[name])
 
 
-GBNF = r"""
-root   ::= "Answer: " answer "."
-answer ::= ("yes" | "no") (", because " reason)?
-reason ::= [a-z ]{1,30}
-"""
+GBNF = read_testdata("grammars", "yes_no_answer.gbnf")
 
 
 @pytest.mark.parametrize("seed", [1, 2])
@@ -207,15 +204,7 @@ def test_lexicon_output_is_made_of_words(model):
     assert words and all(w.lower() in LEXICON for w in complete), r.text
 
 
-TOOLS = [
-    {"type": "function", "function": {"name": "get_weather", "description": "Weather for a city",
-     "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 30},
-                                                      "unit": {"enum": ["celsius", "fahrenheit"]}},
-                    "required": ["city"]}}},
-    {"type": "function", "function": {"name": "add", "description": "Add two integers",
-     "parameters": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
-                    "required": ["a", "b"]}}},
-]
+TOOLS = read_testdata("tools", "weather_and_add.json")
 
 
 def test_forced_tool_call_validates(model):

@@ -7,9 +7,9 @@ import copy
 
 import jsonschema
 import pytest
+from feed import accepts
 
 from llamay.chat.tool_grammar import compile_tool_calls
-from llamay.testing import accepts
 from tests.bfcl import entries, hermes
 from tests.conftest import corpus
 
@@ -19,7 +19,11 @@ FILES = ["BFCL_v4_simple_python", "BFCL_v4_simple_java", "BFCL_v4_simple_javascr
 
 
 def _validates(call: dict, tools: list[dict]) -> bool:
-    """The oracle, with llamay's closed objects (design section 4) made explicit for ``jsonschema``."""
+    """The oracle, with llamay's closed objects made explicit for ``jsonschema``.
+
+    ``compile_json_schema`` closes, by default, an object that declares ``properties`` and says
+    nothing of ``additionalProperties``: it admits no other key.
+    """
     schema = _closed(next(t for t in tools if t["name"] == call["name"])["parameters"])
     return jsonschema.Draft202012Validator(schema).is_valid(call["arguments"])
 

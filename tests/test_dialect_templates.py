@@ -14,10 +14,10 @@ from __future__ import annotations
 import json
 import re
 from contextlib import ExitStack
-from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import read_testdata
 
 from llamay import Matcher, allocate_bitmask
 from llamay.api import App, running
@@ -26,7 +26,6 @@ from llamay.chat import DIALECTS, ToolCall
 from llamay.chat.tool_grammar import compile_tool_calls
 from llamay.engine import Done, Model, TextDelta
 
-TEMPLATES = Path(__file__).resolve().parents[1] / "testdata" / "templates"
 PYTHON_TAG = "<|python_tag|>"
 
 #: template file -> the dialect its text selects
@@ -53,7 +52,7 @@ HISTORY = [
 
 
 def template(family: str) -> str:
-    return (TEMPLATES / f"{family}.jinja").read_text()
+    return read_testdata("templates", f"{family}.jinja")
 
 
 class MarkerFixture(FixtureBackend):

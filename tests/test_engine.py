@@ -7,6 +7,7 @@ import threading
 
 import jsonschema
 import pytest
+from conftest import read_testdata
 
 pytest.importorskip("llama_cpp", reason="the llamacpp backend needs llama-cpp-python (ci/setup installs it)")
 
@@ -60,15 +61,7 @@ def test_schema_output_validates(model, name, temperature):
     jsonschema.validate(json.loads(r.text), SCHEMAS[name])
 
 
-TOOLS = [
-    {"type": "function", "function": {"name": "get_weather", "description": "Weather for a city",
-     "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 30},
-                                                      "unit": {"enum": ["celsius", "fahrenheit"]}},
-                    "required": ["city"]}}},
-    {"type": "function", "function": {"name": "add", "description": "Add two integers",
-     "parameters": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
-                    "required": ["a", "b"]}}},
-]
+TOOLS = read_testdata("tools", "weather_and_add.json")
 
 
 @pytest.mark.parametrize("choice", ["required", {"type": "function", "function": {"name": "add"}}],

@@ -13,89 +13,17 @@ import threading
 
 import numpy as np
 import pytest
+from conftest import read_testdata
+from feed import greedy_tokens
 from test_mask import accepted_by_stepping, allowed
 
 from llamay import Matcher, allocate_bitmask, compile_json_schema
 from llamay._core.maskcache import cache_for
-from llamay.testing import greedy_tokens
 
 VOCABS = ["byte_vocab", "smollm2_vocab", "llama3_vocab", "gemma_vocab"]
 
-SCHEMAS = {
-    "open-object": (
-        {
-            "type": "object",
-            "properties": {"base": {"type": "number"}, "height": {"type": "number"}, "side_length": {"type": "string"}},
-        },
-        [
-            '{"base":10,"height":5,"side_length":"12 cm","colour":"red"}',
-            '{"height":1,"basement":"é ü","b":null,"sid":[1,{"x":"y"}]}',
-        ],
-    ),
-    "bounded-strings": (
-        {
-            "type": "object",
-            "properties": {
-                "key": {"type": "string", "maxLength": 12},
-                "value": {"type": "string", "minLength": 2, "maxLength": 300},
-                "tags": {"type": "array", "items": {"type": "string", "maxLength": 5}},
-            },
-            "additionalProperties": False,
-        },
-        [
-            '{"key":"example_key","value":"This is an example value, with \\"quotes\\" and ünïcödé 中文.",'
-            '"tags":["a","bcde",""]}',
-            '{"key":"twelve chars","value":"' + "long value " * 25 + '","tags":["abcde"]}',
-        ],
-    ),
-    "free-text": (
-        {"type": "object", "properties": {"text": {"type": "string"}, "n": {"type": "integer"}}, "required": ["text"]},
-        ['{"text":"Line one\\nline two\\ttab \\u00e9 \\\\ slash / 😀 end","n":-12}'],
-    ),
-    "enum-pattern-format": (
-        {
-            "type": "object",
-            "properties": {
-                "kind": {"enum": ["flow", "user", "apiToken"]},
-                "id": {"type": "string", "pattern": "^[a-f0-9]{8}$"},
-                "when": {"type": "string", "format": "date"},
-            },
-        },
-        ['{"kind":"user","id":"5f5f5f5f","when":"2024-03-12"}'],
-    ),
-    "nested": (
-        {
-            "type": "array",
-            "items": {"type": "object", "properties": {"name": {"type": "string"}, "price": {"type": "number"}}},
-        },
-        ['[{"name":"Apples","price":5.99},{"name":"Banana","price":0.5,"note":"ripe"}]'],
-    ),
-    # character classes (``class_walk``): past ASCII none lives, one character lives, or all live;
-    # bounded with a counter, unbounded, as keys; and a class that changes after one character
-    "classes": (
-        {
-            "type": "object",
-            "properties": {
-                "path": {"type": "string", "pattern": "^[a-zA-Z0-9_\\-\\./]+$"},
-                "account": {"type": "string", "pattern": "^[A-Za-z0-9 &'\\(\\)\\*,\\-\\./@£]{1,32}$"},
-                "note": {"type": "string", "pattern": "^[^/]{2,}$"},
-                "code": {"type": "string", "pattern": "^[0-9]{2,5}$"},
-                "name": {"type": "string", "pattern": "^[A-Z][a-z]+$"},
-                "tags": {
-                    "type": "object",
-                    "patternProperties": {"^[0-9a-zA-Z_-]{1,255}$": {"type": "integer"}},
-                    "additionalProperties": False,
-                },
-            },
-            "additionalProperties": False,
-        },
-        [
-            '{"path":"src/llamay_core-v2.0/dfa.pyx","account":"My Savings (£) Account, 2024","note":"déjà vu, ok",'
-            '"code":"0451","name":"Ada","tags":{"key_1":1,"Another-Key":22}}',
-            '{"account":"A","note":"—— quoted \\"text\\" ——","tags":{"x":0}}',
-        ],
-    ),
-}
+#: name -> a schema and documents it accepts, fed whole
+SCHEMAS = {name: (c["schema"], c["documents"]) for name, c in read_testdata("schemas", "fastpath.json").items()}
 
 
 @pytest.mark.parametrize("vocab_name", VOCABS)

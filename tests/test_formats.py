@@ -16,12 +16,13 @@ import re
 import string
 from functools import cache
 
+import feed
 import pytest
 from conftest import corpus
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llamay import ir, testing
+from llamay import ir
 from llamay.grammars.jsonschema import regex
 from llamay.grammars.jsonschema.formats import APPROXIMATE, FORMATS
 
@@ -82,7 +83,7 @@ def matches(fmt: str, s: str) -> bool:
 
 
 def accepts(fmt: str, s: str) -> bool:
-    return testing.accepts(automaton(fmt), json.dumps(s, ensure_ascii=False))
+    return feed.accepts(automaton(fmt), json.dumps(s, ensure_ascii=False))
 
 
 def suite_cases(fmt: str):

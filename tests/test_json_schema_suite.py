@@ -25,10 +25,11 @@ from dataclasses import dataclass, field
 
 import pytest
 from conftest import corpus
+from feed import accepts, compact
+from key_order import declared_order
 
 from llamay.errors import SchemaError
 from llamay.grammars.jsonschema.compiler import Unsatisfiable, compile_json_schema
-from llamay.testing import accepts, compact, declared_order
 
 DRAFTS = ["draft2020-12", "draft7", "draft4"]
 # The suite's files leave "$schema" out; llamay reads it (drafts 4-7 ignore the siblings of "$ref").

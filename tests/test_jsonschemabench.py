@@ -1,4 +1,4 @@
-"""JSONSchemaBench (the MaskBench data, README section 3): coverage, soundness, completeness.
+"""JSONSchemaBench (the MaskBench data, ../shared/testdata/jsonschemabench): coverage, soundness, completeness.
 
 One test per subset file. Every schema either compiles within the time bound or is refused
 with a ``SchemaError`` naming a keyword (or a bound of ``llamay.options.Limits``): never another error,
@@ -18,12 +18,13 @@ from collections import Counter
 
 import pytest
 from conftest import corpus
+from feed import accepts, compact
+from key_order import declared_order
 
 from llamay.errors import SchemaError
 from llamay.grammars.jsonschema.compiler import compile_json_schema
 from llamay.grammars.jsonschema.keywords import SHAPES
 from llamay.options import DEFAULT
-from llamay.testing import accepts, compact, declared_order
 
 SUBSETS = [
     "Github_trivial", "Github_easy", "Github_medium", "Github_hard", "Github_ultra", "Glaiveai2K", "Kubernetes",

@@ -1,12 +1,13 @@
-"""The key order instances are fed in (``llamay.testing.declared_order``) and the pass-rate verdicts.
+"""The key order instances are fed in (``tests/key_order.py``) and the pass-rate verdicts.
 
 No engine runs here: ``benchmarks.peers.passrate`` itself needs the peers and the corpus.
 """
 
 from __future__ import annotations
 
+from key_order import declared_order
+
 from benchmarks.peers.passrate import tally, verdict
-from llamay.testing import declared_order
 
 
 def test_order_follows_merged_schemas():

@@ -21,12 +21,12 @@ from functools import cache, lru_cache
 
 import pytest
 from conftest import corpus
+from feed import accepts
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from llamay.grammars.jsonschema.regex import RegexError, _Cat, _Chars, _Or, _parse, _Rep, pattern_string, python_regex
 from llamay.ir import Grammar
-from llamay.testing import accepts
 
 EXAMPLES = settings(
     max_examples=10, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck), database=None

@@ -1,4 +1,6 @@
-"""JSON Schema stage 1 (design section 4): what is enforced, warned, refused, and the JSON lexicon.
+"""JSON Schema, the core keywords: what is enforced, warned, refused, and the JSON lexicon.
+
+The keyword list these tests hold the compiler to is in ``README.md`` ("Tools and schemas").
 
 Tables of (schema, instance text, accepted) per keyword run through the byte-level matcher;
 property tests check that instances hypothesis-jsonschema draws are accepted, and that
@@ -12,18 +14,20 @@ import random
 
 import jsonschema
 import pytest
+from feed import accepts, compact, generate
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis_jsonschema import from_schema
+from key_order import declared_order
 
 from llamay import ir
 from llamay._core.bitmask import allocate_bitmask
 from llamay._core.matcher import Matcher
+from llamay.backends.fixture import ScriptedScorer
 from llamay.chat.tool_grammar import compile_tool_calls
 from llamay.errors import SchemaError, UsageError
 from llamay.grammars.jsonschema.compiler import Unsatisfiable, any_json, compile_json_schema
 from llamay.options import DEFAULT, Limits
-from llamay.testing import ScriptedScorer, accepts, compact, declared_order, generate
 from llamay.vocab import Vocabulary
 
 BYTE_VOCAB = Vocabulary([bytes([i]) for i in range(256)] + [b""], eos_ids=[256])

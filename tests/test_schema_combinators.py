@@ -1,6 +1,6 @@
-"""JSON Schema stage 2 (design section 4): references, combinators, patterns, formats, bounds.
+"""JSON Schema, the composite keywords: references, combinators, patterns, formats, bounds.
 
-Three kinds of evidence, as for stage 1:
+Three kinds of evidence, as for the core keywords (``test_schema.py``):
 
 - a table of documents each keyword accepts and rejects (``CASES``);
 - soundness: random walks of the automaton (bytes picked among those the mask allows) are
@@ -21,15 +21,16 @@ from typing import Literal, Optional
 
 import jsonschema
 import pytest
+from feed import accepts, compact
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis_jsonschema import from_schema
+from key_order import declared_order
 from openai.lib._pydantic import to_strict_json_schema
 from pydantic import BaseModel, Field
 from test_schema import random_walk
 
 from llamay.errors import SchemaError
 from llamay.grammars.jsonschema.compiler import compile_json_schema
-from llamay.testing import accepts, compact, declared_order
 
 TREE = {
     "$defs": {

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from itertools import pairwise
 
+from feed import accepts
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llamay import ir
 from llamay.grammars.json_lexical import CHAR
 from llamay.grammars.utf8 import ANY_CHAR, MAX_CODE_POINT, char_class
-from llamay.testing import accepts
 
 _CODE_POINTS = st.integers(0, MAX_CODE_POINT)
 

@@ -1,7 +1,7 @@
 """MaskBench schemas and their valid instances, as the peer harness feeds them.
 
 Each instance is written compactly (``separators=(",", ":")``, raw UTF-8) with its keys in the
-order llamay's compiler generates them (``llamay.testing.declared_order``), since every engine
+order llamay's compiler generates them (``tests.key_order.declared_order``), since every engine
 here emits declared properties in declared order (design section 10: "declared key order").
 """
 
@@ -12,7 +12,8 @@ import json
 import random
 from pathlib import Path
 
-from llamay.testing import compact, declared_order
+from tests.feed import compact
+from tests.key_order import declared_order
 
 REPO = Path(__file__).resolve().parents[2]
 MASKBENCH = REPO.parent / "shared" / "testdata" / "jsonschemabench"
@@ -53,7 +54,7 @@ def valid_texts(record: dict) -> list[str]:
 
 
 def instance_text(data, schema=None) -> str:
-    """``data`` compact, keys in the compiler's order for ``schema`` (``llamay.testing.declared_order``).
+    """``data`` compact, keys in the compiler's order for ``schema`` (``tests.key_order.declared_order``).
 
     Without a schema the keys stay in the instance's own order. A ``str``: a lone surrogate stays
     one, as the instance holds it (``.encode("utf-8", "surrogatepass")`` gives the bytes fed).

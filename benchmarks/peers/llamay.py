@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import llamay as _llamay
-from llamay import testing
 from llamay.grammars.jsonschema.compiler import compile_json_schema
+from tests import feed
 
 from . import PeerVocab
 from ._vocab import llamay_vocab
@@ -46,7 +46,7 @@ def advance(m, token: int) -> bool:
 
 def accepts(compiled, data: bytes) -> bool:
     """Whether the grammar accepts ``data`` whole: the bytes themselves, no tokenization."""
-    return testing.accepts(compiled[0], data)
+    return feed.accepts(compiled[0], data)
 
 
 def warnings(compiled) -> list[str]:

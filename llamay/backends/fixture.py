@@ -1,10 +1,15 @@
-"""A deterministic scripted "model" over a real vocabulary, for behaviours real models show rarely.
+"""The fixture backend: a deterministic scripted "model" over a real vocabulary.
 
-Its logits rank tokens three ways: the longest token that continues ``script`` (text it is
-set on writing, e.g. two tool calls in a row) first, then EOS once the script is written,
-then the ``ScriptedScorer``'s favourites (e.g. runs of spaces), then everything else. Under
-a constraint the mask removes what the grammar refuses, so tests see exactly what the
-constraint makes of a model that insists.
+It is a supported stand-in for a model, public like the other backends: ``llamay serve
+--model fixture`` serves it, and the tests use it to show, every time and without
+weights, behaviours a real model shows only rarely (a greedy sampler whose best legal token
+is a space, a model set on writing two tool calls in a row).
+
+Its logits rank tokens in tiers: the longest token that continues ``script`` (text it is
+set on writing) first, then EOS once the script is written, then the ``ScriptedScorer``'s
+favourites (e.g. runs of spaces), then everything else. Under a constraint the mask removes
+what the grammar refuses, so what comes out is exactly what the constraint makes of a model
+that insists.
 """
 
 from __future__ import annotations
@@ -12,11 +17,41 @@ from __future__ import annotations
 import numpy as np
 
 from ..modelfiles.shipped import default_model_path
-from ..testing import ScriptedScorer
 from ..vocab import Vocabulary
 from .base import Backend
 
-_SCRIPT, _EOS, _FAVOURITE = 3e6, 2e6, 1e6
+
+class ScriptedScorer:
+    """Picks, from a token mask, the allowed token made only of ``prefer`` bytes, longest first.
+
+    Ties and the case where no such token is allowed go to the lowest allowed id, so every
+    choice is deterministic. ``prefer=b" "`` is the space-loving model that shows why
+    whitespace is budgeted. ``favourites`` (the liked ids, best first) is what
+    ``FixtureBackend`` ranks its logits by; ``pick`` chooses straight from a bitmask.
+    """
+
+    def __init__(self, vocab: Vocabulary, prefer: bytes = b" ") -> None:
+        self.size = vocab.size
+        liked = [i for i in range(vocab.size) if _made_of(vocab.token_bytes(i), prefer)]
+        # Favourites first: the longest run of preferred bytes, then the lowest id.
+        self.favourites = np.array(sorted(liked, key=lambda i: (-len(vocab.token_bytes(i)), i)), np.int64)
+
+    def pick(self, mask: np.ndarray) -> int | None:
+        """The chosen token id, or ``None`` when the mask allows nothing."""
+        allowed = np.unpackbits(mask.view(np.uint8), bitorder="little")[: self.size].astype(bool)
+        if self.favourites.size:
+            liked = self.favourites[allowed[self.favourites]]
+            if liked.size:
+                return int(liked[0])
+        ids = np.flatnonzero(allowed)
+        return int(ids[0]) if ids.size else None
+
+
+def _made_of(piece: bytes, alphabet: bytes) -> bool:
+    return bool(piece) and bool(alphabet) and all(b in alphabet for b in piece)
+
+
+_SCRIPT, _EOS, _FAVOURITE = 3e6, 2e6, 1e6  # logit tiers: script, then EOS, then favourites
 
 
 class FixtureBackend(Backend):

@@ -1,112 +1,17 @@
-"""Deterministic stand-ins for a model, and instance helpers, for tests.
+"""The key order a schema-constrained generation writes objects in, for feeding instances.
 
-A real model shows some behaviours only rarely: a greedy sampler whose best legal token
-is a space, for one. ``ScriptedScorer`` shows them every time, over a real vocabulary,
-so that tests can prove what the constraint guarantees (the whitespace budget closes the
-document) without a model. ``generate`` is the decoding loop every backend runs.
+Generation fixes key order, so a test (or a benchmark) must feed a valid instance with its
+keys in the compiler's order before the automaton can accept it. ``declared_order`` rewrites
+an instance that way; ``jsonschema`` picks the ``anyOf``/``oneOf`` branch a value matches.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
+import jsonschema
 
-import numpy as np
-
-from ._core.matcher import Matcher
-from .errors import InternalError
-from .grammars.jsonschema.keywords import legacy_ref
-from .grammars.jsonschema.refs import pointer_target
-from .grammars.jsonschema.regex import RegexError, python_regex
-from .vocab import Vocabulary
-
-
-class ScriptedScorer:
-    """Picks, from a token mask, the allowed token made only of ``prefer`` bytes, longest first.
-
-    Ties and the case where no such token is allowed go to the lowest allowed id, so every
-    choice is deterministic. ``prefer=b" "`` is the space-loving model that shows why whitespace is budgeted.
-    """
-
-    def __init__(self, vocab: Vocabulary, prefer: bytes = b" ") -> None:
-        self.size = vocab.size
-        liked = [i for i in range(vocab.size) if _made_of(vocab.token_bytes(i), prefer)]
-        # Favourites first: the longest run of preferred bytes, then the lowest id.
-        self.favourites = np.array(sorted(liked, key=lambda i: (-len(vocab.token_bytes(i)), i)), np.int64)
-
-    def pick(self, mask: np.ndarray) -> int | None:
-        """The chosen token id, or ``None`` when the mask allows nothing."""
-        allowed = np.unpackbits(mask.view(np.uint8), bitorder="little")[: self.size].astype(bool)
-        if self.favourites.size:
-            liked = self.favourites[allowed[self.favourites]]
-            if liked.size:
-                return int(liked[0])
-        ids = np.flatnonzero(allowed)
-        return int(ids[0]) if ids.size else None
-
-
-def _made_of(piece: bytes, alphabet: bytes) -> bool:
-    return bool(piece) and bool(alphabet) and all(b in alphabet for b in piece)
-
-
-@dataclass
-class Generation:
-    """What ``generate`` produced: the token ids, their bytes, and whether EOS closed it."""
-
-    tokens: list[int] = field(default_factory=list)
-    text: bytes = b""
-    finished: bool = False
-
-
-def generate(matcher, scorer: ScriptedScorer, max_tokens: int) -> Generation:
-    """Fill the mask, let ``scorer`` pick, accept the token; stop at EOS or after ``max_tokens``."""
-    from ._core.bitmask import allocate_bitmask
-
-    vocab = matcher.vocab
-    mask = allocate_bitmask(vocab.size)
-    out = Generation()
-    chunks = []
-    for _ in range(max_tokens):
-        matcher.fill_next_token_bitmask(mask)
-        token = scorer.pick(mask)
-        if token is None or not matcher.accept_token(token):
-            raise InternalError(f"dead end: the mask offered {token!r} and the matcher took nothing")
-        out.tokens.append(token)
-        if token in vocab.eos_ids:
-            out.finished = True
-            break
-        chunks.append(vocab.token_bytes(token))
-    out.text = b"".join(chunks)
-    return out
-
-
-def accepts(grammar, data: bytes | str) -> bool:
-    """Whether ``grammar`` accepts ``data`` as a whole document: its bytes, no tokenization."""
-    m = Matcher(grammar)
-    return m.accept_bytes(data.encode() if isinstance(data, str) else data) and m.is_accepting()
-
-
-def greedy_tokens(matcher, vocab, document: bytes) -> list[int]:
-    """The longest token that continues ``document`` and that ``matcher`` accepts, at every position:
-    a stand-in for a model's own tokenization. The matcher is left where it was."""
-    by_bytes: dict[bytes, int] = {}
-    for i in range(vocab.size):
-        b = vocab.token_bytes(i)
-        if b and b not in by_bytes:
-            by_bytes[b] = i
-    longest = max(map(len, by_bytes))
-    out, pos = [], 0
-    while pos < len(document):
-        for n in range(min(longest, len(document) - pos), 0, -1):
-            tok = by_bytes.get(document[pos : pos + n])
-            if tok is not None and matcher.accept_token(tok):
-                out.append(tok)
-                pos += n
-                break
-        else:
-            raise AssertionError(f"no token continues the document at byte {pos}")
-    matcher.rollback(len(out))
-    return out
+from llamay.grammars.jsonschema.keywords import legacy_ref
+from llamay.grammars.jsonschema.refs import pointer_target
+from llamay.grammars.jsonschema.regex import RegexError, python_regex
 
 
 def declared_order(data, schema):
@@ -170,8 +75,6 @@ class _KeyOrder:
 
     def matches(self, data, branch) -> bool:
         if self._validator is None:
-            import jsonschema
-
             self._validator = jsonschema.validators.validator_for(self.root)(self.root)
         try:
             return self._validator.evolve(schema=branch).is_valid(data)
@@ -221,9 +124,3 @@ def _search(pattern: str, key: str) -> bool:
         return python_regex(pattern).search(key) is not None
     except RegexError:  # a pattern llamay refuses: treated as matching nothing
         return False
-
-
-def compact(data) -> bytes:
-    """The compact UTF-8 serialization tests feed the automaton (lone surrogates kept as-is)."""
-    text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
-    return text.encode("utf-8", "surrogatepass")
