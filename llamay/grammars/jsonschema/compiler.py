@@ -2,11 +2,11 @@
 
 Compilation runs in two passes over the schema:
 
-1. ``schema_keywords.Checker`` visits every reachable subschema once: it refuses keywords llamay
+1. ``keywords.Checker`` visits every reachable subschema once: it refuses keywords llamay
    cannot enforce, reports malformed keyword values, warns where a keyword is only accepted,
    and enforces the bounds of ``limits.py``. A schema that passes is well formed.
 2. ``_Compiler`` turns the checked schema into ``ir.Grammar`` rules. Each subschema is first
-   rewritten by ``schema_algebra`` into alternatives without combinators (``allOf`` merged,
+   rewritten by ``combinators`` into alternatives without combinators (``allOf`` merged,
    ``anyOf``/``oneOf`` distributed, ``$ref`` kept as one named rule per target, so recursion is
    a pushdown rule, never an unrolling); each flat alternative compiles one method per keyword
    family. A subschema that no value can satisfy raises ``Unsatisfiable``; the parent drops
@@ -115,7 +115,7 @@ def compile_json_schema(
     ``additionalProperties`` admits no other key (else three named properties would constrain
     almost nothing); ``False`` restores the specification's open default. ``whitespace_budget``
     bounds structural whitespace per document (``None``: unbounded). ``number_digits`` caps the
-    digits of a number before the point, after it and in its exponent (``json_grammar.NumberDigits``;
+    digits of a number before the point, after it and in its exponent (``json_lexical.NumberDigits``;
     ``None``: uncapped); a bound (``minimum``...) spelled with more digits raises its number's caps.
     The document starts at its first byte and ends at its last: a model cannot spend tokens on
     whitespace around it, and once it is complete only EOS is allowed.
@@ -339,8 +339,8 @@ class _Compiler:
     def flat(self, node: dict, pointer: str) -> Expr:
         """A schema without combinators; equal ones compile once, the second use on as one rule.
 
-        Bundled schemas repeat definitions inline (one in the corpus holds 172 copies of one
-        object): sharing one rule lets lowering build it once. The text is the key only where no
+        Bundled schemas repeat definitions inline, some of them many times over: sharing one
+        rule lets lowering build it once. The text is the key only where no
         ``$id`` moves the base of a ``$ref`` (then equal text means equal values), only for
         schemas with subschemas or values to list (``_SHARED_KEYWORDS``: the others cost less
         to compile than to key, and as rules they would stop lowering from copying their
