@@ -622,7 +622,7 @@ cdef class CompiledGrammar:
         cdef int32_t n = len(arrays["final"]), s
         cdef dict keep = {}
         cdef uint8_t* tails
-        for name in _FIELDS:  # through the C API: numpy's Python-level calls would cost more than the copy
+        for name in _FIELDS:  # through the C API: numpy's Python-level calls would dominate this on a small schema
             arr = arrays[name]
             if not (type(arr) is np.ndarray and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray> arr)):
                 arr = np.ascontiguousarray(arr)
