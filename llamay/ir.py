@@ -10,7 +10,7 @@ A grammar is a set of named rules. A rule is an expression built from:
   counter held in the rule's stack frame, so ``[0-9]{1,4096}`` costs a handful of states;
 - ``Except``: a finite-state ``item`` less some byte strings (an additional key is any string
   but the declared names). Lowering builds the names' trie over the item's DFA in C: spelled
-  out in ``Alt``/``Seq`` nodes it cost more than the rest of the schema.
+  out in ``Alt``/``Seq`` nodes it would cost more than the rest of the schema.
 
 A *token edge* (``token``) matches one token of the vocabulary and no text: tool-call dialects
 open a call with a control token that has no text (Llama 3's ``<|python_tag|>``), or with a
@@ -46,11 +46,9 @@ MAX_REPEAT = 4096
 
 
 # Nodes are extension types once compiled (``ir.pxd``): lowering reads their fields as C struct
-# members. As slotted dataclasses, each field read went through the type's attribute lookup
-# (often missing its cache) and a descriptor, and each constructor made three
-# ``object.__setattr__`` calls: a compile took 10% more instructions. Equality is the
-# dataclass's (same type, equal fields); the hash is cached per node: expressions are trees
-# shared as DAGs, and hashing one should not walk its whole tree per lookup.
+# members, not through the type's attribute lookup and a descriptor, as it would read a
+# dataclass's. Equality is a dataclass's (same type, equal fields); the hash is cached per node:
+# expressions are trees shared as DAGs, and hashing one should not walk its whole tree per lookup.
 
 
 class Bytes:
@@ -293,7 +291,7 @@ def permanent(expr: Expr) -> Expr:
     or, where it is inlined, its fragment.
 
     The any-JSON value rules are in every schema with an open object; walking their IR again
-    in each compile was about a fifth of a small schema's compile. A JSON string's character
+    in each compile would be a large share of a small schema's compile. A JSON string's character
     and a number are in most schemas, and their IR is most of a string's or a number's.
     """
     PERMANENT[id(expr)] = expr

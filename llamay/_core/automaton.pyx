@@ -297,15 +297,15 @@ cdef int bisimulation(const Tables* t, int32_t* canon) noexcept nogil:
 
     Lowering still builds some parts twice (alternatives that end alike, such as the offsets of
     a leap second in ``format: time``; copies whose continuations behave alike), so some states
-    (7% on a corpus sample) behave alike: same finality and rule, and edges with the same labels
-    to states that behave alike. Configurations at such states have the same future, so the set
-    machine and the mask cache treat them as one.
+    behave alike: same finality and rule, and edges with the same labels to states that behave
+    alike. Configurations at such states have the same future, so the set machine and the mask
+    cache treat them as one.
 
     Partition refinement, in the manner of Hopcroft, from (rule, finality, steps to the nearest
     final state, ``_digest`` of the next ``LOOKAHEAD`` steps): a partition no finer than the
     answer, so that most states get one signature. (The distance costs one walk and sets apart
-    the positions of literals that read alike for a few steps, which a digest two steps deep
-    left together: a fifth less work on a corpus sample.) A state whose successor moved to
+    the positions of literals that read alike for a few steps, which a shallow digest leaves
+    together, so that fewer classes need splitting.) A state whose successor moved to
     another class is *dirty*, and only dirty states get a fresh signature (``_signature``).
     The clean members of a class still share the signature they had when it was last split,
     so one of them stands for all; the largest group keeps the class and the others move,
@@ -624,7 +624,7 @@ cdef class CompiledGrammar:
         cdef int32_t n = len(arrays["final"]), s
         cdef dict keep = {}
         cdef uint8_t* tails
-        for name in _FIELDS:  # through the C API: numpy's Python calls were a third of this on a small schema
+        for name in _FIELDS:  # through the C API: numpy's Python-level calls would dominate this on a small schema
             arr = arrays[name]
             if not (type(arr) is np.ndarray and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray> arr)):
                 arr = np.ascontiguousarray(arr)

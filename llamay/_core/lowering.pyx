@@ -286,7 +286,7 @@ cdef int _eliminate_epsilon(_NFA nfa, Edges* e) except -1:
     with a closure gets its edges sorted and deduplicated, the others keep their order.
     """
     cdef int32_t n = nfa.n_states, s, x, i, top, nb, nx, ob, ox
-    # closures copy byte edges: sized for twice as many, reallocation (a copy each time) was 0.6% of a compile
+    # closures copy byte edges: sized for twice as many, so that reallocation (a copy each time) is rare
     cdef int32_t bcap = 2 * nfa.n_b + 16, xcap = nfa.n_x + 16
     cdef Edges out
     cdef int32_t* stamp = <int32_t*> malloc(n * sizeof(int32_t))
@@ -911,7 +911,7 @@ cdef class _Lowering:
 
         A list, ``A (S A)*`` (array items, the members after the first), is one loop through a
         single copy of ``A``: built as written, it holds two, and each doubles again where ``A``
-        holds a list; the copies only behave alike (``automaton.bisimulation`` merged them).
+        holds a list, and the copies only behave alike.
         """
         cdef int32_t j, a, k, cur = s, nxt, head, tail
         cdef tuple body
@@ -1001,7 +1001,7 @@ cdef class _Lowering:
         A trie node is a prefix of some words and the DFA state it reaches, ``s`` the root. A
         byte no word continues with leaves the trie for a copy of the DFA, where nothing is
         excluded any more; a node is final where the item may end and no word does. All of it
-        runs in C: as ``Alt``/``Seq`` nodes, the trie cost more than the rest of a schema.
+        runs in C: as ``Alt``/``Seq`` nodes, the trie would cost more than the rest of a schema.
         """
         cdef _DFA d = _dfa_of(expr.item, name, self.options)
         cdef list words

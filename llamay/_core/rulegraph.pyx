@@ -2,10 +2,10 @@
 """The graph of IR rules that lowering needs before it builds anything: who calls whom, which
 rules recurse (frames), and which inlining would build more than once.
 
-Schemas compile to hundreds of rules (a ``$ref`` target, a shared member list each), and the
-three questions were Python walks costing a tenth of a large schema's compile. Here rules are
-numbered, references and their places are C arrays, and only the walk over IR expressions
-touches Python objects.
+Schemas compile to hundreds of rules (a ``$ref`` target, a shared member list each), and as
+Python walks the three questions would be a noticeable part of a large schema's compile. Here
+rules are numbered, references and their places are C arrays, and only the walk over IR
+expressions touches Python objects.
 """
 
 from libc.stdint cimport int32_t, int64_t

@@ -12,7 +12,7 @@ A placeholder is a single character, so a template that transforms content (``tr
 ``split``, slicing, ``tojson``) keeps it whole, drops it, or at worst writes it as a JSON
 escape (``ensure_ascii``): the client's text is never read as a control token, whatever the
 template does with it, and where the template writes it as given the parts join to the plain
-render. A prompt whose strings spell none renders and tokenizes as one part, as before.
+render. A prompt whose strings spell none renders and tokenizes as one part, as it would unescaped.
 Not covered: a control token split across two client strings that a template writes side by
 side with nothing between (no template known here does).
 """

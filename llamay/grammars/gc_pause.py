@@ -2,9 +2,8 @@
 
 A compile is a burst of small acyclic objects (IR nodes, tuples, dicts). Each burst sets off
 collections that walk every tracked object of the process: a cost that grows with the
-application's heap and frees nothing (a fifth of the corpus compile time, measured with the
-corpus in memory). Reference counting frees as usual meanwhile; the few cycles a compile
-leaves behind are collected once the collector runs again.
+application's heap and frees nothing. Reference counting frees as usual meanwhile; the few
+cycles a compile leaves behind are collected once the collector runs again.
 """
 
 from __future__ import annotations

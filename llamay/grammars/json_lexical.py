@@ -213,9 +213,9 @@ def choice(parts: list[Expr]) -> Expr:
     return parts[0] if len(parts) == 1 else Alt(tuple(parts))
 
 
-# No circular-reference check: it keeps a dict of every container's id while encoding (a third
-# of the time on a large schema), and a value that contains itself nests without end, so the
-# encoder's recursion bound reports it (``schema._source``: "MAX_DEPTH").
+# No circular-reference check: it keeps a dict of every container's id while encoding (a large
+# share of the time on a large schema), and a value that contains itself nests without end, so
+# the encoder's recursion bound reports it (``jsonschema.compiler._source``: "MAX_DEPTH").
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False, check_circular=False)
 
 

@@ -2,11 +2,11 @@
 
 Compilation runs in two passes over the schema:
 
-1. ``schema_keywords.Checker`` visits every reachable subschema once: it refuses keywords llamay
+1. ``keywords.Checker`` visits every reachable subschema once: it refuses keywords llamay
    cannot enforce, reports malformed keyword values, warns where a keyword is only accepted,
    and enforces the bounds of ``Limits``. A schema that passes is well formed.
 2. ``_Compiler`` turns the checked schema into ``ir.Grammar`` rules. Each subschema is first
-   rewritten by ``schema_algebra`` into alternatives without combinators (``allOf`` merged,
+   rewritten by ``combinators`` into alternatives without combinators (``allOf`` merged,
    ``anyOf``/``oneOf`` distributed, ``$ref`` kept as one named rule per target, so recursion is
    a pushdown rule, never an unrolling); each flat alternative compiles one method per keyword
    family. A subschema that no value can satisfy raises ``Unsatisfiable``; the parent drops
@@ -353,8 +353,8 @@ class _Compiler:
     def flat(self, node: dict, pointer: str) -> Expr:
         """A schema without combinators; equal ones compile once, the second use on as one rule.
 
-        Bundled schemas repeat definitions inline (one in the corpus holds 172 copies of one
-        object): sharing one rule lets lowering build it once. The text is the key only where no
+        Bundled schemas repeat definitions inline, some of them many times over: sharing one
+        rule lets lowering build it once. The text is the key only where no
         ``$id`` moves the base of a ``$ref`` (then equal text means equal values), only for
         schemas with subschemas or values to list (``_SHARED_KEYWORDS``: the others cost less
         to compile than to key, and as rules they would stop lowering from copying their

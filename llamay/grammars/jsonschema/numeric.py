@@ -21,7 +21,7 @@ unbounded residue loop) or would nest too deep (a long ladder). The IR is linear
 of the bounds, times the residue states for ``multipleOf``; the ``[0-9]{k}`` tails of a ladder
 are copied per branch, so a 19-digit bound lowers to about 200 automaton states.
 
-Caps on the digits (``json_grammar.NumberDigits``, so that a number cannot run away) end the
+Caps on the digits (``json_lexical.NumberDigits``, so that a number cannot run away) end the
 lengths of an unbounded range's last piece, and the fraction counts its digits up to its cap.
 
 Where exact would be too large, ``NotExact`` names the keyword to drop (and warn about): a bound
@@ -99,9 +99,9 @@ def integer_range(
 ) -> Expr | None:
     """JSON integers ``n`` with ``lo <= n <= hi`` (``None``: unbounded) and ``n % multiple_of == 0``.
 
-    Spelled canonically (``-?(0|[1-9][0-9]*)``, as ``json_grammar.integer``); ``-0`` is admitted
+    Spelled canonically (``-?(0|[1-9][0-9]*)``, as ``json_lexical.integer``); ``-0`` is admitted
     exactly when 0 is. ``None`` when no integer qualifies. ``1 <= multiple_of <= MAX_MODULUS``.
-    ``integer_digits`` caps the digits (``json_grammar.NumberDigits``), raised as ``_caps`` says.
+    ``integer_digits`` caps the digits (``json_lexical.NumberDigits``), raised as ``_caps`` says.
     Raises ``NotExact`` naming the keyword to drop when the exact automaton passes a limit: a
     bound of more than ``MAX_DIGITS`` digits or nesting past ``_MAX_NESTING``, a modulus whose
     product with the bounds (or the cap) passes ``MAX_DFA_STATES`` or ``_MAX_RULES``. Retry
@@ -131,7 +131,7 @@ def number_range(
     ``-0`` (and ``-0.0``) exactly when 0 is in range. Exponent forms are not admitted: sound, and
     generation writes plain decimals. ``multiple_of`` must pass ``supported_multiple``. ``None``
     when no number qualifies. ``integer_digits`` and ``fraction_digits`` cap the digits before
-    and after the point (``json_grammar.NumberDigits``), raised as ``_caps`` says. Raises
+    and after the point (``json_lexical.NumberDigits``), raised as ``_caps`` says. Raises
     ``NotExact`` as ``integer_range`` does.
     """
     low = None if lo is None else _exact(lo, "minimum")

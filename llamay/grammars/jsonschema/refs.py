@@ -106,7 +106,7 @@ def _split(ref: str, base: str) -> tuple[str, str]:
 
 
 def declares_ids(source: str) -> bool:
-    """Whether a document, serialized by ``json_grammar.dumps``, may set ``$id``, ``id`` or ``$anchor``.
+    """Whether a document, serialized by ``json_lexical.dumps``, may set ``$id``, ``id`` or ``$anchor``.
 
     A key set to a string is written ``"key":"`` in that compact form, so a ``False`` is certain;
     scanning the text is much faster than walking the document.

@@ -95,7 +95,7 @@ class _Tree:
     """A node: immutable, compared by identity. Trees share subtrees (``_by_anchors`` reuses
     them), so what is derived from a node is computed once, on the node. (Plain classes, not
     frozen dataclasses with ``cached_property``: the module is compiled, and their generated
-    ``__init__`` and locked ``__get__`` ran in the interpreter: a fifth of a pattern's compile.)"""
+    ``__init__`` and locked ``__get__`` would run in the interpreter.)"""
 
     _span = _anchored = _expr = _UNSET
 
@@ -722,7 +722,7 @@ def _py(node: _Node) -> str:
         if len(node.ranges) == 1 and node.ranges[0][0] == node.ranges[0][1]:
             return _py_char(node.ranges[0][0])
         # ``re`` compiles a class by setting a flag per code point of it below U+10000 (one
-        # loop step each: 3M instructions for ``.``): the complement is written where it holds fewer
+        # loop step each: tens of thousands for ``.``): the complement is written where it holds fewer
         outside = negate(node.ranges)
         if not outside:
             return "(?s:.)"
