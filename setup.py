@@ -15,8 +15,8 @@ MODULES = [
     "distance", "matcher", "bitmask",
 ]
 # Python modules on the compile path, compiled as they are (Cython's pure Python mode): a schema's
-# compile spends half its time interpreting them, and compiled they run it in a sixth fewer
-# instructions. The ``.py`` stays the source; ``llamay._build`` refuses a checkout whose build is older.
+# compile spends much of its time in them, and compiled they run it faster (docs/performance-notes.md).
+# The ``.py`` stays the source; ``llamay._build`` refuses a checkout whose build is older.
 COMPILED_PYTHON = ["ir", "grammars.utf8", "grammars.json_lexical", "grammars.gbnf"] + [
     f"grammars.jsonschema.{name}"
     for name in ("compiler", "combinators", "keywords", "refs", "numeric", "regex", "formats")

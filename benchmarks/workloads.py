@@ -71,7 +71,7 @@ def walk_document(matcher, mask, tokens, eos: int, times: list[float] | None = N
 
 
 # first visits: schemas shaped like MaskBench's (open objects, bounded strings, patterns, enums), each
-# compiled fresh, so that nearly every mask is computed for the first time (design section 10)
+# compiled fresh, so that nearly every mask is computed for the first time: what a new request meets
 FIRST_VISIT_CASES = [
     ({"type": "object", "properties": {"key": {"type": "string", "maxLength": 50},
                                        "value": {"type": "string", "maxLength": 500}},

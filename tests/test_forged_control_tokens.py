@@ -1,4 +1,4 @@
-"""The client's text cannot forge the template's control tokens (issue 23, criterion 6).
+"""The client's text cannot forge the template's control tokens.
 
 Prompts are tokenized with control-token parsing on, since a template writes its markers
 (``<|im_start|>``, ``<start_of_turn>``) as text. A user message, tool result, tool call or tool

@@ -15,7 +15,7 @@ can be set to (``"llamay"`` for open objects, ``"llamay-closed"`` where it only 
 A module may also define ``timed_fill(m, mask) -> seconds``, which times only the engine's own
 work where its ``fill_mask`` must also convert to the bitmask layout (llama.cpp).
 
-Settings are aligned (design section 10): open objects where the engine has them, unbounded
+Settings are aligned, so that every engine compiles the same language: open objects where the engine has them, unbounded
 whitespace, declared key order, one thread.
 """
 

