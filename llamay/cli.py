@@ -41,6 +41,10 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--model", help="model file or folder (default: the embedded SmolLM2-135M-Instruct)")
     serve.add_argument("--threads", type=_positive, metavar="N",
                        help="CPU threads for the backend (llamacpp: default all cores)")
+    serve.add_argument("--no-cache-prompt", dest="cache_prompt", action="store_false",
+                       help="evaluate every prompt afresh (llamacpp backend): slower for a resent conversation, but "
+                            "greedy output is then bit-for-bit reproducible; by default the KV cache keeps the last "
+                            "conversation and a request evaluates only what follows the prefix it shares with it")
     serve.add_argument("--tool-dialect", choices=list(DIALECTS), metavar="NAME",
                        help=f"how the model writes tool calls: {', '.join(DIALECTS)} (default: detected from "
                             "its chat template, hermes where it names none)")
@@ -89,6 +93,8 @@ def _serve(args: argparse.Namespace) -> int:
     started = time.monotonic()
     try:
         options = {"n_threads": args.threads} if args.threads else {}
+        if args.backend == "llamacpp":
+            options["cache_prompt"] = args.cache_prompt
         template = Path(args.chat_template).read_text(encoding="utf-8") if args.chat_template else None
         model = load(args.backend, args.model, tool_dialect=args.tool_dialect, chat_template=template, **options)
     except Exception as e:  # a missing runtime, file or package: say which, and stop
@@ -96,6 +102,8 @@ def _serve(args: argparse.Namespace) -> int:
         return 1
     _progress(f"loaded {model.model_id} in {time.monotonic() - started:.1f}s; tool dialect {model.dialect.name}"
               f"{' (its markers are tokens)' if model.markers.ids else ''}")
+    if args.backend != "llamacpp":
+        _progress(f"no prompt cache on the {args.backend} backend: every prompt is evaluated afresh")
     app = App(model, aliases=tuple(args.alias), api_key=args.api_key, lexicon=lexicon, max_body=args.max_body,
               queue=args.queue)
 

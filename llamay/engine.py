@@ -343,7 +343,8 @@ class ChatStream:
             reason = "length"  # a call closed this way is complete and is a call: finish tool_calls, below
         if made_calls and (reason == "stop" or (closed and complete)):
             reason = "tool_calls"
-        usage = {"prompt_tokens": self.prompt_tokens, "completion_tokens": n_tokens}
+        usage = {"prompt_tokens": self.prompt_tokens, "completion_tokens": n_tokens,
+                 "cached_tokens": model.backend.reused}
         yield Done(reason, usage, warnings, text.matched)
 
 

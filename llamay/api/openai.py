@@ -155,7 +155,8 @@ def _include_usage(body: Body, stream: bool) -> bool:
 
 def _usage(done: Done) -> dict[str, int]:
     prompt, completion = done.usage["prompt_tokens"], done.usage["completion_tokens"]
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
+            "prompt_tokens_details": {"cached_tokens": done.usage.get("cached_tokens", 0)}}
 
 
 class ChatRenderer(Renderer):

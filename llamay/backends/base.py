@@ -38,6 +38,7 @@ class Backend(ABC):
     bos_id: int | None = None  # what ``tokenize`` puts first where ``needs_bos``
     control_texts: frozenset[str] = frozenset()  # what ``encode(special=True)`` alone reads as control tokens
     n_ctx: int = 0
+    reused: int = 0  # prompt tokens the last generation took from a prompt cache (``LlamaCppBackend``)
 
     def needs_bos(self, prompt: str) -> bool:
         """Whether ``tokenize`` must put BOS first: the model wants it and the template did not write it."""
