@@ -1,10 +1,12 @@
 """Time to first token of an agent's conversation, first sent, then resent with one more turn, then
-resent unchanged: ``llamay serve`` with its prompt cache against ``--no-cache-prompt``.
+resent unchanged: ``llamay serve`` with its prompt cache against ``--no-cache-prompt``, and
+llama.cpp's own ``llama-server`` when given its binary.
 
-    python -m benchmarks.prompt_cache [--turns 14] [--runs 5] [--threads 2]
+    python -m benchmarks.prompt_cache [--turns 14] [--runs 5] [--threads 2] [--llama-server PATH]
 
-Both servers run side by side on the embedded SmolLM2 and are asked in turn, run after run, so
-that the machine's load falls on both alike; each figure is the median over ``--runs``. A
+The servers run side by side on the embedded SmolLM2 (``llama-server`` with one slot, its prompt
+cache on and the model's own template) and are asked in turn, run after run, so that the
+machine's load falls on all alike; each figure is the median over ``--runs``. A
 conversation is fresh per run (its first user message is numbered), so no run starts from what
 the one before left in the cache. Times are to the first streamed content byte, through the
 official ``openai`` client.
@@ -19,9 +21,12 @@ import statistics
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 from openai import OpenAI
+
+from llamay.modelfiles.shipped import default_model_path
 
 ROOT = Path(__file__).resolve().parents[1]
 FILLER = ("The deployment log for service {i} shows three restarts, each after a memory spike; the operator "
@@ -36,6 +41,22 @@ def start(*flags: str) -> tuple[subprocess.Popen, OpenAI]:
         if found := re.search(r"on http://127\.0\.0\.1:(\d+)", line):
             return proc, OpenAI(base_url=f"http://127.0.0.1:{found[1]}/v1", api_key="none", max_retries=0)
     raise RuntimeError("llamay serve did not start")
+
+
+def start_llama_server(binary: str, threads: int, port: int = 18431) -> tuple[subprocess.Popen, OpenAI]:
+    proc = subprocess.Popen([binary, "-m", str(default_model_path()), "-t", str(threads), "-c", "4096", "-np", "1",
+                             "--jinja", "--host", "127.0.0.1", "--port", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as reply:
+                if reply.status == 200:
+                    return proc, OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", max_retries=0)
+        except OSError:
+            time.sleep(0.5)
+    proc.kill()
+    raise RuntimeError("llama-server did not start")
 
 
 def conversation(run: int, turns: int) -> list[dict]:
@@ -65,9 +86,12 @@ def main() -> None:
     ap.add_argument("--turns", type=int, default=14)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--llama-server", metavar="PATH", help="llama.cpp's llama-server binary, to run beside")
     args = ap.parse_args()
-    servers = {"cache": start("--threads", str(args.threads)),
-               "no cache": start("--threads", str(args.threads), "--no-cache-prompt")}
+    servers = {"llamay": start("--threads", str(args.threads)),
+               "llamay --no-cache-prompt": start("--threads", str(args.threads), "--no-cache-prompt")}
+    if args.llama_server:
+        servers["llama-server"] = start_llama_server(args.llama_server, args.threads)
     times: dict[tuple[str, str], list[float]] = {}
     tokens = {}
     try:
@@ -77,17 +101,18 @@ def main() -> None:
                       {"role": "user", "content": "And which one needs the most memory now?"}]
             for name, (_, client) in servers.items():
                 for step, sent in (("first", messages), ("one more turn", longer), ("resent unchanged", longer)):
-                    seconds, tokens[step] = first_token(client, sent)
+                    seconds, tokens[(name, step)] = first_token(client, sent)
                     times.setdefault((name, step), []).append(seconds)
     finally:
         for proc, _ in servers.values():
             proc.terminate()
             proc.wait()
-    print(f"| request | prompt tokens | {' | '.join(servers)} (s, median of {args.runs}) |")
-    print("|---|---|" + "---|" * len(servers))
+    print(f"seconds to the first token, median of {args.runs}; prompt tokens as each server counts them")
+    print(f"| request | {' | '.join(servers)} |")
+    print("|---|" + "---|" * len(servers))
     for step in ("first", "one more turn", "resent unchanged"):
-        row = " | ".join(f"{statistics.median(times[(name, step)]):.2f}" for name in servers)
-        print(f"| {step} | {tokens[step]} | {row} |")
+        row = " | ".join(f"{statistics.median(times[(name, step)]):.2f} ({tokens[(name, step)]})" for name in servers)
+        print(f"| {step} | {row} |")
 
 
 if __name__ == "__main__":
