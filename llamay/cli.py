@@ -40,7 +40,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--backend", default="llamacpp", help="runtime: llamacpp (default), transformers, mlx")
     serve.add_argument("--model", help="model file or folder (default: the embedded SmolLM2-135M-Instruct)")
     serve.add_argument("--threads", type=_positive, metavar="N",
-                       help="CPU threads for the backend (llamacpp: default all cores)")
+                       help="CPU threads for the backend (llamacpp: default half the cores)")
     serve.add_argument("--no-cache-prompt", dest="cache_prompt", action="store_false",
                        help="evaluate every prompt afresh (llamacpp backend): slower for a resent conversation, but "
                             "greedy output is then bit-for-bit reproducible; by default the KV cache keeps the last "
