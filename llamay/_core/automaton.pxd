@@ -7,7 +7,7 @@ BOTTOM / CTX), and the whitespace spent so far. A set of configurations is the s
 (possibly ambiguous) grammar after some bytes.
 """
 
-from libc.stdint cimport int32_t, uint8_t, uint32_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
 from libc.stdlib cimport realloc
 
 cimport numpy as cnp
@@ -79,9 +79,14 @@ cdef inline bint resize(void** buf, size_t size) noexcept nogil:
     return True
 
 
-cdef inline bint grow(void** buf, int32_t* cap, int32_t need, size_t item) noexcept nogil:
+ctypedef fused capacity_t:  # the capacities of the arrays that grow: 32-bit, and 64-bit for large pools
+    int32_t
+    int64_t
+
+
+cdef inline bint grow(void** buf, capacity_t* cap, int64_t need, size_t item) noexcept nogil:
     """Double ``*cap`` (positive) until ``*buf`` holds ``need`` items; False, both unchanged, when out of memory."""
-    cdef int32_t new_cap = cap[0]
+    cdef capacity_t new_cap = cap[0]
     if need <= new_cap:
         return True
     while new_cap < need:

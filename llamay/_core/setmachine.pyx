@@ -275,7 +275,6 @@ cdef class SetMachine:
         cdef int32_t i, k, s, cap
         cdef uint32_t h, j
         cdef int32_t* table
-        cdef int64_t pcap
         for i in range(n):
             if cfg[i].state >= 0:
                 cfg[i].state = self.t.canon[cfg[i].state]
@@ -313,13 +312,8 @@ cdef class SetMachine:
                     and resize(<void**> &self.s_imm, cap * sizeof(int8_t))):
                 return D_OVERFLOW  # the arrays already grown stay valid: only s_cap says how many are
             self.s_cap = cap
-        if self.pool_len + n > self.pool_cap:
-            pcap = self.pool_cap * 2
-            while pcap < self.pool_len + n:
-                pcap *= 2
-            if not resize(<void**> &self.pool, pcap * sizeof(Config)):
-                return D_OVERFLOW
-            self.pool_cap = pcap
+        if not grow(<void**> &self.pool, &self.pool_cap, self.pool_len + n, sizeof(Config)):
+            return D_OVERFLOW
         memcpy(&self.pool[self.pool_len], cfg, n * sizeof(Config))
         self.s_off[s] = self.pool_len
         self.s_len[s] = n
@@ -879,7 +873,6 @@ cdef class SetMachine:
         cdef int32_t tg[SN_MAX_TARGETS]
         cdef int32_t n_pairs = 1, done = 0, u, cur, q, lo, hi, b, e, tgt, nu, j, n_tg = 0, prev
         cdef bint any_dead = False
-        cdef int64_t cap
         pu[0] = 0
         ps[0] = s
         while done < n_pairs:
@@ -938,13 +931,8 @@ cdef class SetMachine:
         elif any_dead:
             r = SN_MIXED
         else:
-            if self.sn_len + n_tg > self.sn_cap:
-                cap = self.sn_cap * 2
-                while cap < self.sn_len + n_tg:
-                    cap *= 2
-                if not resize(<void**> &self.sn_pool, cap * sizeof(int32_t)):
-                    return SN_FAIL
-                self.sn_cap = cap
+            if not grow(<void**> &self.sn_pool, &self.sn_cap, self.sn_len + n_tg, sizeof(int32_t)):
+                return SN_FAIL
             for j in range(1, n_tg):  # sorted, so that equal lists compare equal
                 tgt = tg[j]
                 q = j - 1
