@@ -4,8 +4,8 @@ llama.cpp's own ``llama-server`` when given its binary.
 
     python -m benchmarks.prompt_cache [--turns 14] [--runs 5] [--threads 2] [--llama-server PATH]
 
-The servers run side by side on the embedded SmolLM2 (``llama-server`` with one slot, its prompt
-cache on and the model's own template) and are asked in turn, run after run, so that the
+The servers run side by side on the embedded SmolLM2, with 4 slots each (``llama-server`` with its
+prompt cache on and the model's own template) and are asked in turn, run after run, so that the
 machine's load falls on all alike; each figure is the median over ``--runs``. A
 conversation is fresh per run (its first user message is numbered), so no run starts from what
 the one before left in the cache. Times are to the first streamed content byte, through the
@@ -43,9 +43,10 @@ def start(*flags: str) -> tuple[subprocess.Popen, OpenAI]:
     raise RuntimeError("llamay serve did not start")
 
 
-def start_llama_server(binary: str, threads: int, port: int = 18431) -> tuple[subprocess.Popen, OpenAI]:
-    proc = subprocess.Popen([binary, "-m", str(default_model_path()), "-t", str(threads), "-c", "4096", "-np", "1",
-                             "--jinja", "--host", "127.0.0.1", "--port", str(port)],
+def start_llama_server(binary: str, threads: int, slots: int = 4, port: int = 18431) -> tuple[subprocess.Popen, OpenAI]:
+    """``llama-server`` on the embedded model: ``slots`` slots of 4,096 positions each, as ``llamay serve``'s."""
+    proc = subprocess.Popen([binary, "-m", str(default_model_path()), "-t", str(threads), "-c", str(4096 * slots),
+                             "-np", str(slots), "--jinja", "--host", "127.0.0.1", "--port", str(port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:

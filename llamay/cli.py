@@ -20,6 +20,9 @@ from .api.app import DEFAULT_MAX_BODY, DEFAULT_QUEUE, App, read_lexicon
 from .api.server import IDLE_TIMEOUT, MAX_CONNECTIONS, READ_TIMEOUT, serve
 from .chat.dialects import DIALECTS
 
+#: Slots ``llamay serve`` runs on llama.cpp, as ``llama-server``'s default of 4.
+DEFAULT_PARALLEL = 4
+
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
@@ -41,6 +44,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--model", help="model file or folder (default: the embedded SmolLM2-135M-Instruct)")
     serve.add_argument("--threads", type=_positive, metavar="N",
                        help="CPU threads for the backend (llamacpp: default half the cores)")
+    serve.add_argument("--parallel", type=_positive, metavar="N",
+                       help=f"generations run at once, batched into one evaluation a step (llamacpp backend; "
+                            f"default {DEFAULT_PARALLEL}); each slot holds a context of its own")
     serve.add_argument("--no-cache-prompt", dest="cache_prompt", action="store_false",
                        help="evaluate every prompt afresh (llamacpp backend): slower for a resent conversation, but "
                             "greedy output is then bit-for-bit reproducible; by default the KV cache keeps the last "
@@ -62,7 +68,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--max-body", type=_positive, default=DEFAULT_MAX_BODY, metavar="BYTES",
                        help=f"largest request body (default {DEFAULT_MAX_BODY})")
     serve.add_argument("--queue", type=_non_negative, default=DEFAULT_QUEUE, metavar="N",
-                       help=f"requests that may wait while one generates (default {DEFAULT_QUEUE})")
+                       help=f"requests that may wait while every slot generates (default {DEFAULT_QUEUE})")
     serve.add_argument("--read-timeout", type=_seconds, default=READ_TIMEOUT, metavar="SECONDS",
                        help="time a request's head and body may take from its first byte; then 408 "
                             f"(default {READ_TIMEOUT:g})")
@@ -94,7 +100,9 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         options = {"n_threads": args.threads} if args.threads else {}
         if args.backend == "llamacpp":
-            options["cache_prompt"] = args.cache_prompt
+            options.update(cache_prompt=args.cache_prompt, slots=args.parallel or DEFAULT_PARALLEL)
+        elif (args.parallel or 1) > 1:
+            raise ValueError(f"--parallel runs on the llamacpp backend; {args.backend} runs one generation at a time")
         template = Path(args.chat_template).read_text(encoding="utf-8") if args.chat_template else None
         model = load(args.backend, args.model, tool_dialect=args.tool_dialect, chat_template=template, **options)
     except Exception as e:  # a missing runtime, file or package: say which, and stop
@@ -103,7 +111,7 @@ def _serve(args: argparse.Namespace) -> int:
     _progress(f"loaded {model.model_id} in {time.monotonic() - started:.1f}s; tool dialect {model.dialect.name}"
               f"{' (its markers are tokens)' if model.markers.ids else ''}")
     if args.backend != "llamacpp":
-        _progress(f"no prompt cache on the {args.backend} backend: every prompt is evaluated afresh")
+        _progress(f"no prompt cache and one generation at a time on the {args.backend} backend")
     app = App(model, aliases=tuple(args.alias), api_key=args.api_key, lexicon=lexicon, max_body=args.max_body,
               queue=args.queue)
 

@@ -16,12 +16,13 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
 from ._core.automaton import CompiledGrammar
 from ._core.matcher import Matcher
-from .backends import Backend, Sampling, load_backend
+from .backends import Backend, BatchBackend, Sampling, load_backend
 from .chat import CallStream, ChatTemplate, ToolCall, named, normalize_tools
 from .chat.dialects import Markers
 from .chat.tool_grammar import compile_tool_calls
@@ -31,6 +32,7 @@ from .grammars.gbnf import compile_gbnf
 from .grammars.jsonschema.compiler import any_json, compile_json_schema
 from .grammars.lexicon import compile_lexicon
 from .options import DEFAULT, Limits, Tuning
+from .serving import Scheduler
 from .vocab import Vocabulary
 
 log = logging.getLogger("llamay")
@@ -104,6 +106,8 @@ class Model:
         self.dialect = self.template.dialect
         self.markers = Markers(self.dialect, backend.vocab)
         self._marker_texts = {i: text for text, i in self.markers.ids.items()}
+        # a batch runtime runs its requests side by side through its slots; any other, one at a time
+        self.scheduler = Scheduler(backend) if isinstance(backend, BatchBackend) else None
         self._lock = threading.Lock()
         self._grammars: OrderedDict[tuple, CompiledGrammar] = OrderedDict()
         self._grammars_lock = threading.Lock()
@@ -111,6 +115,11 @@ class Model:
     @property
     def model_id(self) -> str:
         return self.backend.model_id
+
+    @property
+    def runner(self) -> Scheduler | Backend:
+        """What runs token generations (``generate``): the scheduler where the backend batches, else the backend."""
+        return self.scheduler or self.backend
 
     def chat(
         self,
@@ -272,7 +281,8 @@ class _Request:
 class ChatStream:
     """The events of one generation. ``warnings`` and ``prompt_tokens`` are known before the first.
 
-    Iterating runs the generation (holding the model's lock); ``close()`` ends it early.
+    Iterating runs the generation (in a slot of the model's scheduler, or holding the model's lock
+    where its backend runs one generation at a time); ``close()`` ends it early.
     """
 
     def __init__(self, model: Model, req: _Request, sampling: Sampling, cancel: threading.Event | None) -> None:
@@ -298,25 +308,27 @@ class ChatStream:
         calls = CallStream(model.dialect, req.tools) if req.tools is not None else None
         markers = model._marker_texts if calls is not None else {}
         n_tokens, made_calls, reason = 0, False, "length"
-        with model._lock:
-            gen = backend.generate(req.prompt_ids, matcher=matcher, sampling=sampling, max_tokens=req.max_tokens,
-                                   cancel=cancel)
-            while True:
-                try:
-                    token = next(gen)
-                except StopIteration:
-                    reason = "length" if n_tokens >= req.max_tokens else "stop"
-                    break
-                n_tokens += 1
-                marker = markers.get(token)  # a marker token may have no text of its own (a control token)
-                for event in _route(marker if marker is not None else decoder.decode(backend.vocab.token_bytes(token)),
-                                    calls, text):
-                    made_calls = made_calls or isinstance(event, ToolCall)
-                    yield event
-                if text.stopped:
-                    reason = "stop"
-                    gen.close()
-                    break
+        with model._lock if model.scheduler is None else nullcontext():
+            gen = model.runner.generate(req.prompt_ids, matcher=matcher, sampling=sampling, max_tokens=req.max_tokens,
+                                  cancel=cancel)
+            try:
+                while True:
+                    try:
+                        token = next(gen)
+                    except StopIteration:
+                        reason = "length" if n_tokens >= req.max_tokens else "stop"
+                        break
+                    n_tokens += 1
+                    marker = markers.get(token)  # a marker token may have no text of its own (a control token)
+                    piece = marker if marker is not None else decoder.decode(backend.vocab.token_bytes(token))
+                    for event in _route(piece, calls, text):
+                        made_calls = made_calls or isinstance(event, ToolCall)
+                        yield event
+                    if text.stopped:
+                        reason = "stop"
+                        break
+            finally:
+                gen.close()  # returns once the generation has let go of the matcher
         complete = matcher is None or matcher.is_accepting()
         for event in _route(decoder.decode(b"", final=True), calls, text):
             made_calls = made_calls or isinstance(event, ToolCall)
@@ -344,7 +356,7 @@ class ChatStream:
         if made_calls and (reason == "stop" or (closed and complete)):
             reason = "tool_calls"
         usage = {"prompt_tokens": self.prompt_tokens, "completion_tokens": n_tokens,
-                 "cached_tokens": model.backend.reused}
+                 "cached_tokens": gen.reused}
         yield Done(reason, usage, warnings, text.matched)
 
 

@@ -179,7 +179,7 @@ def test_ordinary_conversation_tokenizes_as_before(request, case, kind):
     conv = conversation(kind, "Héllo <b>wörld</b> 1+1=?")
     text = model.template.render(*conv)
     if backend.name == "llamacpp":  # the runtimes' own calls, as tokenize made them before parts
-        before = backend.llama.tokenize(text.encode(), add_bos=backend.needs_bos(text), special=True)
+        before = backend._model.tokenize(text.encode(), add_bos=backend.needs_bos(text), special=True)
     else:
         bos = [backend.bos_id] if backend.needs_bos(text) else []
         before = bos + backend.tokenizer.encode(text, add_special_tokens=False)

@@ -1,9 +1,11 @@
-"""Generation off the event loop: one thread runs ``Model.chat``, one request at a time, the rest wait.
+"""Generation off the event loop: a thread per slot runs ``Model.chat``; the requests beyond them wait.
 
-``Model.chat`` blocks (prompt evaluation, the token loop) and the engine holds one lock
-per model, so a single worker thread loses nothing and keeps the order requests came in.
-At most ``queue`` requests wait; one more is refused at once (503) rather than left to
-time out. Each request's items reach the event loop through its own ``asyncio.Queue``:
+``Model.chat`` blocks while its request generates. A model with a scheduler runs as many
+requests at once as it has slots, so the worker gives it that many threads; any other model
+runs one at a time, and one thread loses nothing. Requests start in the order they came in.
+At most ``queue`` requests wait beyond the running ones; one more is refused at once (503)
+rather than left to time out. Each request's items reach the event loop through its own
+``asyncio.Queue``:
 
     ("ready", warnings)        Model.chat accepted the request (constraint compiled)
     ("event", TextDelta | ToolCall)
@@ -30,20 +32,21 @@ Item = tuple[Any, ...]
 
 
 class Worker:
-    """One generation thread and a bounded count of waiting requests; thread-safe."""
+    """A generation thread per slot and a bounded count of waiting requests; thread-safe."""
 
     def __init__(self, model: Model, queue: int) -> None:
         self.model = model
         self.queue = queue
+        self.running = model.scheduler.backend.slots if model.scheduler is not None else 1
         self._busy = 0  # running and waiting
         self._closed = False
         self._lock = threading.Lock()
         self._cancels: set[threading.Event] = set()
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="llamay-generate")
+        self._executor = ThreadPoolExecutor(max_workers=self.running, thread_name_prefix="llamay-generate")
 
     @property
     def waiting(self) -> int:
-        return max(0, self._busy - 1)
+        return max(0, self._busy - self.running)
 
     def submit(self, request: GenerateRequest, cancel: threading.Event) -> asyncio.Queue[Item]:
         """Queue ``request``; raises ``ApiError`` 503 when ``queue`` requests already wait."""
@@ -59,7 +62,7 @@ class Worker:
         with self._lock:
             if self._closed:
                 raise shutting_down()
-            if self._busy > self.queue:  # one generating and ``queue`` waiting
+            if self._busy >= self.running + self.queue:  # every slot generating and ``queue`` waiting
                 raise overloaded(self.queue)
             self._busy += 1
             self._cancels.add(cancel)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 
 from ..errors import UsageError
-from .base import Backend, Sampling
+from .base import Backend, BatchBackend, Sampling, SteppedBackend, TokenStream
 
 #: Backend names, each the module under this package that implements it.
 NAMES = ("llamacpp", "transformers", "mlx", "fixture")
@@ -19,4 +19,4 @@ def load_backend(name: str, model=None, **options) -> Backend:
     return module.load(model, **options)
 
 
-__all__ = ["Backend", "Sampling", "load_backend"]
+__all__ = ["Backend", "BatchBackend", "Sampling", "SteppedBackend", "TokenStream", "load_backend"]

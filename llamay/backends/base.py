@@ -1,8 +1,10 @@
-"""The backend interface: load, vocabulary, prompt evaluation, logits, and one generate loop.
+"""The backend interface: load, vocabulary, prompt evaluation, logits, and the token loop.
 
-A backend supplies four primitives (``encode``, ``begin``, ``logits``, ``feed``); the
-loop that masks, samples and advances the matcher is written once, here, so every runtime
-enforces constraints the same way. ``logits()`` may return a view of the runtime's own
+Two kinds of runtime sit behind it. A ``SteppedBackend`` evaluates one sequence at a time
+through three primitives (``begin``, ``logits``, ``feed``), and its loop is written once,
+here. A ``BatchBackend`` evaluates several sequences in one call (``decode``) and is driven
+by ``llamay.serving.Scheduler``. Both choose each token through ``choose_token``: mask,
+sample, accept, the same way on every runtime. Logits may be a view of the runtime's own
 buffer: the mask is written into it in place (no copy per token).
 """
 
@@ -25,8 +27,52 @@ class ContextLengthError(LlamayError):
     """The prompt does not fit the model's context."""
 
 
+class TokenStream(Iterator[int]):
+    """One generation's token ids, as they come; ``close()`` ends it early.
+
+    ``reused``: prompt tokens taken from a prompt cache rather than evaluated (known once the
+    first token has come).
+    """
+
+    reused: int = 0
+
+    def __init__(self, tokens: Iterator[int]) -> None:
+        self._tokens = tokens
+
+    def __next__(self) -> int:
+        return next(self._tokens)
+
+    def close(self) -> None:
+        close = getattr(self._tokens, "close", None)
+        if close is not None:
+            close()
+
+
+def choose_token(logits: np.ndarray, vocab_size: int, matcher: Matcher | None, mask: np.ndarray | None,
+                 sampling: Sampling, rng: np.random.Generator) -> int:
+    """Sample from ``logits`` (modified in place) under ``mask`` (already filled), and accept it in ``matcher``.
+
+    Ids past ``vocab_size`` (padding in the runtime's output) are never allowed under a mask.
+    """
+    if matcher is not None:
+        apply_bitmask(logits[:vocab_size] if logits.shape[0] > vocab_size else logits, mask)
+        if logits.shape[0] > vocab_size:
+            logits[vocab_size:] = -np.inf
+    token = sample(logits, sampling, rng)
+    if matcher is not None and not matcher.accept_token(token):
+        raise InternalError(f"sampled token {token} that the mask allowed but the matcher refused")
+    return token
+
+
+def token_budget(max_tokens: int, prompt_len: int, n_ctx: int) -> int:
+    """The tokens a generation may write: ``max_tokens``, or fewer where the context fills first."""
+    if n_ctx and prompt_len + 1 > n_ctx:
+        raise ContextLengthError(f"the prompt has {prompt_len} tokens; the context holds {n_ctx}")
+    return max_tokens if not n_ctx else min(max_tokens, n_ctx - prompt_len)
+
+
 class Backend(ABC):
-    """One loaded model. Not thread-safe: the engine runs one generation at a time per backend."""
+    """One loaded model: its vocabulary, template metadata and tokenizer."""
 
     name: str = ""
     model_id: str = ""
@@ -37,8 +83,7 @@ class Backend(ABC):
     add_bos: bool = False  # the model expects BOS first (its tokenizer metadata says so)
     bos_id: int | None = None  # what ``tokenize`` puts first where ``needs_bos``
     control_texts: frozenset[str] = frozenset()  # what ``encode(special=True)`` alone reads as control tokens
-    n_ctx: int = 0
-    reused: int = 0  # prompt tokens the last generation took from a prompt cache (``LlamaCppBackend``)
+    n_ctx: int = 0  # the context one sequence holds
 
     def needs_bos(self, prompt: str) -> bool:
         """Whether ``tokenize`` must put BOS first: the model wants it and the template did not write it."""
@@ -63,6 +108,10 @@ class Backend(ABC):
     def encode(self, text: str, *, special: bool) -> list[int]:
         """Token ids of ``text``, no BOS; with ``special``, text in ``control_texts`` becomes the control token."""
 
+
+class SteppedBackend(Backend):
+    """A runtime that evaluates one sequence at a time; not thread-safe: the engine runs one generation at a time."""
+
     @abstractmethod
     def begin(self, prompt: list[int]) -> None:
         """Evaluate ``prompt`` so that ``logits()`` gives the first generated position."""
@@ -83,34 +132,57 @@ class Backend(ABC):
         sampling: Sampling,
         max_tokens: int,
         cancel: threading.Event | None = None,
-    ) -> Iterator[int]:
-        """Yield generated token ids; stops after EOS (not yielded), ``max_tokens``, or when ``cancel`` is set.
+    ) -> TokenStream:
+        """Generated token ids; stops after EOS (not yielded), ``max_tokens``, or when ``cancel`` is set.
 
         With a matcher, only tokens it allows are sampled, and each is accepted before it is
         yielded, so a consumer never sees a token the constraint refused. The matcher's mask
         closes the document within the budget (``max_tokens``, or what the context still holds);
         ``matcher.closed_by_budget`` tells afterwards whether it had to.
         """
-        if self.n_ctx and len(prompt) + 1 > self.n_ctx:
-            raise ContextLengthError(f"the prompt has {len(prompt)} tokens; the context holds {self.n_ctx}")
+        return TokenStream(self._steps(prompt, token_budget(max_tokens, len(prompt), self.n_ctx), matcher,
+                                       sampling, cancel))
+
+    def _steps(self, prompt: list[int], budget: int, matcher: Matcher | None, sampling: Sampling,
+               cancel: threading.Event | None) -> Iterator[int]:
         self.begin(prompt)
         eos = set(self.vocab.eos_ids)
         mask = allocate_bitmask(self.vocab.size) if matcher is not None else None
         rng = sampling.rng()
-        budget = max_tokens if not self.n_ctx else min(max_tokens, self.n_ctx - len(prompt))
         for i in range(budget):
             if cancel is not None and cancel.is_set():
                 return
             logits = self.logits()
             if matcher is not None:
                 matcher.fill_next_token_bitmask(mask, tokens_left=budget - i)
-                apply_bitmask(logits[: self.vocab.size] if logits.shape[0] > self.vocab.size else logits, mask)
-                if logits.shape[0] > self.vocab.size:
-                    logits[self.vocab.size :] = -np.inf
-            token = sample(logits, sampling, rng)
-            if matcher is not None and not matcher.accept_token(token):
-                raise InternalError(f"sampled token {token} that the mask allowed but the matcher refused")
+            token = choose_token(logits, self.vocab.size, matcher, mask, sampling, rng)
             if token in eos:
                 return
             yield token
             self.feed(token)
+
+
+class BatchBackend(Backend):
+    """A runtime that evaluates several sequences in one call; ``llamay.serving.Scheduler`` drives it.
+
+    ``slots`` sequences (ids ``0 .. slots - 1``), each holding up to ``n_ctx`` positions;
+    ``cache_prompt``: a sequence keeps what it evaluated between requests, for the next to reuse.
+    Called from the scheduler's thread only.
+    """
+
+    slots: int = 1
+    cache_prompt: bool = False
+    batch_size: int = 512  # the most tokens one ``decode`` takes
+
+    @abstractmethod
+    def decode(self, tokens: Sequence[int], positions: Sequence[int], seqs: Sequence[int],
+               outputs: Sequence[bool]) -> None:
+        """Evaluate one batch: token ``i`` at ``positions[i]`` of sequence ``seqs[i]``; logits where ``outputs[i]``."""
+
+    @abstractmethod
+    def logits_at(self, index: int) -> np.ndarray:
+        """The logits of batch entry ``index`` of the last ``decode``; may be modified in place."""
+
+    @abstractmethod
+    def forget(self, seq: int, start: int) -> None:
+        """Drop sequence ``seq``'s positions from ``start`` on."""

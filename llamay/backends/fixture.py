@@ -18,7 +18,7 @@ import numpy as np
 
 from ..modelfiles.shipped import default_model_path
 from ..vocab import Vocabulary
-from .base import Backend
+from .base import SteppedBackend
 
 
 class ScriptedScorer:
@@ -54,7 +54,7 @@ def _made_of(piece: bytes, alphabet: bytes) -> bool:
 _SCRIPT, _EOS, _FAVOURITE = 3e6, 2e6, 1e6  # logit tiers: script, then EOS, then favourites
 
 
-class FixtureBackend(Backend):
+class FixtureBackend(SteppedBackend):
     name = "fixture"
 
     def __init__(self, vocab: Vocabulary, *, prefer: bytes = b" ", script: bytes = b"", model_id: str = "fixture"):

@@ -1,24 +1,31 @@
-"""GGUF models through llama-cpp-python (CPU, CUDA, Metal).
+"""GGUF models through llama-cpp-python's low-level API (CPU, CUDA, Metal).
 
-The loop is llamay's own (``Backend.generate``): llama.cpp evaluates, and the next-token
-logits are read as a numpy view of llama.cpp's own buffer, so the mask is written into
-them in place. llama-cpp-python's ``LogitsProcessorList`` bridge is not used: it costs more
-a token than computing the mask.
+The model runs as a ``BatchBackend``: one llama.cpp context holds ``slots`` sequences, each
+with its own ``n_ctx`` positions of KV cache, and ``decode`` evaluates a batch that mixes
+them (llama.cpp's multi-sequence batches), driven by ``llamay.serving.Scheduler``. Logits are
+read as numpy views of llama.cpp's own buffer, so the mask is written into them in place.
+llama-cpp-python's ``Llama`` class is not used: it holds one sequence, and its
+``LogitsProcessorList`` bridge costs more a token than computing the mask.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
+from ..errors import LlamayError
 from ..modelfiles.shipped import ModelError, default_model_path, model_id
 from ..vocab import Vocabulary
-from .base import Backend
+from .base import BatchBackend
 
 try:
     import llama_cpp
+    from llama_cpp import _internals
+    from llama_cpp._logger import set_verbose
 except ImportError as exc:  # pragma: no cover - depends on the install
     raise ImportError(
         "the llamacpp backend needs llama-cpp-python: pip install 'llamay[llamacpp]' "
@@ -26,102 +33,126 @@ except ImportError as exc:  # pragma: no cover - depends on the install
     ) from exc
 
 
-class LlamaCppBackend(Backend):
-    """``cache_prompt``: keep the KV cache between generations and evaluate only what follows the
-    longest prefix a new prompt shares with what it holds (the prompt and reply before).
+class DecodeError(LlamayError):
+    """llama.cpp could not evaluate a batch."""
 
-    An agent resending its conversation then pays for the new turn, not the whole of it. The
-    price is reproducibility in the last bits: the kept positions were computed in other batches
-    than a fresh evaluation would use, so a greedy reply can differ where two tokens nearly tie.
-    Off, every prompt is evaluated afresh and greedy output is bit-for-bit reproducible. A
-    sliding-window model (gemma-3) keeps its full-size window cache then, since a window cache
-    that dropped old positions cannot be cut back to a prefix.
+
+class LlamaCppBackend(BatchBackend):
+    """``slots``: sequences evaluated together (``llamay serve --parallel``), each of ``n_ctx`` positions.
+
+    ``cache_prompt``: a sequence keeps its KV cache between requests, and a request evaluates
+    only what follows the longest prefix it shares with what its slot holds (the prompt and
+    reply before). An agent resending its conversation then pays for the new turn, not the
+    whole of it. The price is reproducibility in the last bits: kept positions were computed
+    in other batches than a fresh evaluation would use, so a greedy reply can differ where two
+    tokens nearly tie; so can batching itself, where several sequences share a step. With one
+    slot and no cache, greedy output is bit-for-bit reproducible. A sliding-window model
+    (gemma-3) keeps its full-size window cache with the cache on, since a window cache that
+    dropped old positions cannot be cut back to a prefix; a recurrent model is never cached.
     """
 
     name = "llamacpp"
 
     def __init__(
-        self, path: Path, model_name: str, *, n_ctx: int = 4096, n_threads: int | None = None, seed: int = 0,
-        cache_prompt: bool = False,
+        self, path: Path, model_name: str, *, n_ctx: int = 4096, n_threads: int | None = None,
+        cache_prompt: bool = False, slots: int = 1, batch_size: int = 512,
     ) -> None:
         if not path.is_file():
             raise ModelError(f"no model file at {path}")
+        if slots < 1:
+            raise ModelError(f"slots must be at least 1, got {slots}")
+        set_verbose(False)
+        llama_cpp.llama_backend_init()
         try:
-            self.llama = llama_cpp.Llama(
-                model_path=str(path), n_ctx=n_ctx, n_threads=n_threads or max(1, (os.cpu_count() or 2) // 2),
-                seed=seed, verbose=False, logits_all=False, swa_full=cache_prompt,
-            )
+            self._model = _internals.LlamaModel(path_model=str(path), params=llama_cpp.llama_model_default_params(),
+                                                verbose=False)
         except (ValueError, RuntimeError) as exc:
             raise ModelError(f"llama.cpp could not load {path}: {exc}") from None
+        model = self._model.model
+        recurrent = llama_cpp.llama_model_is_recurrent(model) or llama_cpp.llama_model_is_hybrid(model)
+        threads = n_threads or max(1, (os.cpu_count() or 2) // 2)
+        params = llama_cpp.llama_context_default_params()
+        params.n_ctx = n_ctx * slots
+        params.n_seq_max = slots
+        params.n_batch = params.n_ubatch = batch_size
+        params.n_threads = threads
+        params.n_threads_batch = max(threads, os.cpu_count() or 1)
+        params.swa_full = cache_prompt
+        params.kv_unified = False  # each slot its own n_ctx positions, as llama-server's slots
+        try:
+            self._ctx = _internals.LlamaContext(model=self._model, params=params, verbose=False)
+        except ValueError as exc:
+            raise ModelError(f"llama.cpp could not make a context for {path}: {exc}") from None
+        self._memory = llama_cpp.llama_get_memory(self._ctx.ctx)
+        self._batch = llama_cpp.llama_batch_init(batch_size, 0, 1)
+        self._width = self._model.n_vocab()
         self.model_id = model_name
         self.path = path
-        self.n_ctx = self.llama.n_ctx()
+        self.slots = slots
+        self.batch_size = batch_size
+        self.n_ctx = llama_cpp.llama_n_ctx_seq(self._ctx.ctx)
+        self.cache_prompt = cache_prompt and not recurrent
         self.vocab = Vocabulary.from_gguf(path)
-        width = self.llama.n_vocab()
-        if width != self.vocab.size:
+        if self._width != self.vocab.size:
             self.vocab = Vocabulary([self.vocab.token_bytes(i) for i in range(self.vocab.size)],
-                                    self.vocab.eos_ids, size=max(width, self.vocab.size),
+                                    self.vocab.eos_ids, size=max(self._width, self.vocab.size),
                                     special_texts=self.vocab.special_texts)
-        meta = self.llama.metadata
+        meta = self._model.metadata()
         self.chat_template = meta.get("tokenizer.chat_template")
-        self.bos_id = self.llama.token_bos()
-        self.bos_token = _token_text(self.llama, self.bos_id)
-        self.eos_token = _token_text(self.llama, self.llama.token_eos())
+        self.bos_id = self._model.token_bos()
+        self.bos_token = _token_text(self._model, self.bos_id)
+        self.eos_token = _token_text(self._model, self._model.token_eos())
         self.add_bos = str(meta.get("tokenizer.ggml.add_bos_token", "false")).lower() == "true"
-        self.control_texts = _control_texts(self.llama)
-        # a recurrent model's state cannot be cut back to a prefix: it is evaluated afresh
-        self.cache_prompt = cache_prompt and not (self.llama._is_recurrent or self.llama._is_hybrid)
-        self.reused = 0  # prompt tokens the last ``begin`` took from the cache
+        self.control_texts = _control_texts(self._model)
+
+    def __del__(self) -> None:
+        batch = getattr(self, "_batch", None)
+        if batch is not None:
+            llama_cpp.llama_batch_free(batch)
+            self._batch = None
 
     def encode(self, text: str, *, special: bool) -> list[int]:
-        return self.llama.tokenize(text.encode("utf-8"), add_bos=False, special=special)
+        return self._model.tokenize(text.encode("utf-8"), add_bos=False, special=special)
 
-    def begin(self, prompt: list[int]) -> None:
-        """Evaluate ``prompt``: afresh, or after the prefix the cache holds (``cache_prompt``).
+    def decode(self, tokens: Sequence[int], positions: Sequence[int], seqs: Sequence[int],
+               outputs: Sequence[bool]) -> None:
+        n = len(tokens)
+        batch = self._batch
+        np.ctypeslib.as_array(batch.token, shape=(n,))[:] = tokens
+        np.ctypeslib.as_array(batch.pos, shape=(n,))[:] = positions
+        np.ctypeslib.as_array(batch.n_seq_id, shape=(n,))[:] = 1
+        np.ctypeslib.as_array(batch.logits, shape=(n,))[:] = outputs
+        seq_id = batch.seq_id
+        for i, seq in enumerate(seqs):
+            seq_id[i][0] = seq
+        batch.n_tokens = n
+        status = llama_cpp.llama_decode(self._ctx.ctx, batch)
+        if status != 0:
+            raise DecodeError(f"llama.cpp could not evaluate a batch of {n} tokens (llama_decode returned {status})")
 
-        At least the last token is evaluated, since its logits are the first the loop reads.
-        """
-        keep = _shared_prefix(self.llama.input_ids[: self.llama.n_tokens], prompt) if self.cache_prompt else 0
-        keep = min(keep, len(prompt) - 1)
-        if keep <= 0:
-            self.llama.reset()
-            keep = 0
-        self.llama.n_tokens = keep  # eval drops the cache's positions from here on
-        self.reused = keep
-        self.llama.eval(prompt[keep:])
+    def logits_at(self, index: int) -> np.ndarray:
+        row = llama_cpp.llama_get_logits_ith(self._ctx.ctx, index)
+        return np.ctypeslib.as_array(ctypes.cast(row, ctypes.POINTER(ctypes.c_float)), shape=(self._width,))
 
-    def logits(self) -> np.ndarray:
-        return np.ctypeslib.as_array(self.llama._ctx.get_logits(), shape=(self.llama.n_vocab(),))
-
-    def feed(self, token: int) -> None:
-        self.llama.eval([token])
-
-
-def _shared_prefix(held: np.ndarray, prompt: list[int]) -> int:
-    """How many leading tokens ``prompt`` shares with ``held``."""
-    n = min(len(held), len(prompt))
-    if n == 0:
-        return 0
-    differ = np.flatnonzero(held[:n] != np.asarray(prompt[:n], dtype=held.dtype))
-    return int(differ[0]) if differ.size else n
+    def forget(self, seq: int, start: int) -> None:
+        llama_cpp.llama_memory_seq_rm(self._memory, seq, start, -1)
 
 
-def _token_text(llama, token: int) -> str:
+def _token_text(model, token: int) -> str:
     if token < 0:
         return ""
-    return llama._model.token_get_text(token)
+    return model.token_get_text(token)
 
 
-def _control_texts(llama) -> frozenset[str]:
+def _control_texts(model) -> frozenset[str]:
     """The texts llama.cpp reads as tokens only when told to parse specials: control and unknown tokens.
 
     User-defined tokens are read as tokens either way (as Hugging Face's non-special added tokens),
     so they are not the template's to guard. Attributes as llama.cpp set them at load, which
     makes some tokens control that the GGUF's token types call otherwise.
     """
-    model = llama._model
     wanted = llama_cpp.LLAMA_TOKEN_ATTR_CONTROL | llama_cpp.LLAMA_TOKEN_ATTR_UNKNOWN
-    return frozenset(model.token_get_text(i) for i in range(llama.n_vocab()) if model.token_get_attr(i) & wanted)
+    return frozenset(model.token_get_text(i) for i in range(model.n_vocab()) if model.token_get_attr(i) & wanted)
 
 
 def load(model=None, **options) -> LlamaCppBackend:

@@ -28,7 +28,7 @@ from .._core.matcher import Matcher
 from ..errors import InternalError, UsageError
 from ..modelfiles.shipped import DEFAULT_MODEL_ID, ModelError
 from ..vocab import Vocabulary
-from .base import Backend
+from .base import SteppedBackend
 from .hf_common import Encoder, extends, tokens_budget, tokens_left
 
 try:
@@ -47,7 +47,7 @@ __all__ = ["LlamayLogitsProcessor", "MlxBackend", "load"]
 PREFILL_STEP = 2048
 
 
-class MlxBackend(Backend):
+class MlxBackend(SteppedBackend):
     """An mlx-lm model and its tokenizer; one sequence at a time, reusing the KV cache for a prompt that extends it."""
 
     name = "mlx"

@@ -28,7 +28,7 @@ from .._core.matcher import Matcher
 from ..errors import InternalError, UsageError
 from ..modelfiles.shipped import DEFAULT_MODEL_ID, ModelError
 from ..vocab import Vocabulary
-from .base import Backend
+from .base import SteppedBackend
 from .hf_common import Encoder, extends, tokens_budget, tokens_left
 
 try:
@@ -43,7 +43,7 @@ except ImportError as exc:  # pragma: no cover - depends on the install
 __all__ = ["LlamayLogitsProcessor", "TransformersBackend", "load"]
 
 
-class TransformersBackend(Backend):
+class TransformersBackend(SteppedBackend):
     """A causal LM and its fast tokenizer; one sequence at a time, reusing the KV cache for a prompt that extends it."""
 
     name = "transformers"

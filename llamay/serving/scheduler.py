@@ -1,0 +1,245 @@
+"""The step loop: continuous batching over a ``BatchBackend``'s slots.
+
+Each step is one ``decode`` holding every busy slot's next input: the token each generating
+slot sampled last, and a chunk of each prefilling slot's prompt. A request takes an idle slot
+at the next step (the one that holds the longest prefix of its prompt, when prompts are
+cached) and gives it back the step it finishes, so no request waits for another to end.
+While others generate, a prompt is evaluated ``prefill_chunk`` tokens a step, so a long
+prompt slows the running sequences rather than stopping them.
+
+The masks of a step depend only on the tokens already accepted, not on the step's logits,
+so they are computed on a small thread pool while ``decode`` runs: the matcher's mask walk
+and llama.cpp's evaluation both run without the GIL.
+
+The loop's thread runs while there is work and ends when every slot is idle, so a model
+nobody uses holds no thread (and can be collected).
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from .._core.bitmask import allocate_bitmask
+from .._core.matcher import Matcher
+from ..backends.base import BatchBackend, TokenStream, choose_token, token_budget
+from ..backends.sampling import Sampling
+from .slots import Event, Slot, State, choose_slot
+
+#: Prompt tokens a step evaluates while other slots generate: a step of 128 prompt tokens costs
+#: those slots about 0.7 s on 2 CPU cores, where a whole 512-token batch would cost 3 s.
+PREFILL_CHUNK = 128
+
+_END = object()
+
+
+class Job:
+    """One request inside the scheduler: its prompt, constraint and sampling, and where its tokens go."""
+
+    def __init__(self, prompt: list[int], matcher: Matcher | None, sampling: Sampling, budget: int,
+                 cancel: threading.Event | None, vocab_size: int) -> None:
+        self.prompt = prompt
+        self.matcher = matcher
+        self.mask = allocate_bitmask(vocab_size) if matcher is not None else None
+        self.sampling = sampling
+        self.rng = sampling.rng()
+        self.budget = budget
+        self.cancel = cancel
+        self.produced = 0  # tokens sampled and sent (EOS is not one)
+        self.pending = -1  # the token sampled last, to be evaluated next step
+        self.reused = 0  # prompt tokens the slot already held
+        self.closed = False  # the consumer stopped reading
+        self.out: queue.SimpleQueue[Any] = queue.SimpleQueue()
+
+    @property
+    def abandoned(self) -> bool:
+        return self.closed or (self.cancel is not None and self.cancel.is_set())
+
+
+class JobStream(TokenStream):
+    """The consumer's side of a ``Job``: its tokens, in order, then the end or the error that ended it."""
+
+    def __init__(self, job: Job) -> None:
+        self.job = job
+        self._ended = False
+
+    @property
+    def reused(self) -> int:  # type: ignore[override]
+        return self.job.reused
+
+    def __next__(self) -> int:
+        if self._ended:
+            raise StopIteration
+        item = self.job.out.get()
+        if item is _END:
+            self._ended = True
+            raise StopIteration
+        if isinstance(item, BaseException):
+            self._ended = True
+            raise item
+        return item
+
+    def close(self) -> None:
+        """End the generation; returns once the scheduler has let go of the job (and its matcher)."""
+        if self._ended:
+            return
+        self.job.closed = True
+        while True:
+            item = self.job.out.get()
+            if item is _END or isinstance(item, BaseException):
+                self._ended = True
+                return
+
+
+class Scheduler:
+    """Runs every generation on ``backend`` through its slots; ``generate`` is thread-safe."""
+
+    def __init__(self, backend: BatchBackend, *, prefill_chunk: int = PREFILL_CHUNK) -> None:
+        self.backend = backend
+        self.prefill_chunk = prefill_chunk
+        self.slots = [Slot(seq) for seq in range(backend.slots)]
+        self._eos = frozenset(backend.vocab.eos_ids)
+        self._waiting: deque[Job] = deque()
+        self._order: list[Slot] = []  # busy slots in the order they were assigned: prompts are evaluated first come
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._step_count = 0
+        self._masks = ThreadPoolExecutor(max_workers=max(1, min(backend.slots, os.cpu_count() or 1)),
+                                         thread_name_prefix="llamay-mask")
+
+    def generate(self, prompt: list[int], *, matcher: Matcher | None, sampling: Sampling, max_tokens: int,
+                 cancel: threading.Event | None = None) -> TokenStream:
+        """Queue a generation; tokens come through the returned stream as the slot produces them.
+
+        The same contract as ``SteppedBackend.generate``: EOS ends it unsent, each token was
+        accepted by ``matcher`` before it is sent, ``cancel`` or ``close()`` ends it at the next step.
+        """
+        job = Job(prompt, matcher, sampling, token_budget(max_tokens, len(prompt), self.backend.n_ctx), cancel,
+                  self.backend.vocab.size)
+        with self._cond:
+            self._waiting.append(job)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="llamay-scheduler", daemon=True)
+                self._thread.start()
+            self._cond.notify()
+        return JobStream(job)
+
+    @property
+    def busy(self) -> int:
+        """Slots running a request now."""
+        return sum(s.state is not State.IDLE for s in self.slots)
+
+    # -- the loop -------------------------------------------------------------------------
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                self._admit()
+                if not self._order:
+                    self._thread = None
+                    return
+            try:
+                self._step()
+            except Exception as exc:  # the batch's evaluation failed: every request in it ends with the error
+                for slot in list(self._order):
+                    self._end(slot, Event.FAIL, exc)
+                    self.backend.forget(slot.seq, 0)
+                    slot.held.clear()
+
+    def _admit(self) -> None:
+        """Give idle slots to waiting requests, first come first served; drop those already abandoned."""
+        for job in [j for j in self._waiting if j.abandoned]:
+            self._waiting.remove(job)
+            job.out.put(_END)
+        while self._waiting:
+            chosen = choose_slot(self.slots, self._waiting[0].prompt, reuse=self.backend.cache_prompt)
+            if chosen is None:
+                return
+            slot, keep = chosen
+            job = self._waiting.popleft()
+            slot.handle(Event.ASSIGN)
+            self.backend.forget(slot.seq, keep)
+            del slot.held[keep:]
+            slot.job, slot.last_used, job.reused = job, self._step_count, keep
+            self._order.append(slot)
+
+    def _step(self) -> None:
+        self._step_count += 1
+        for slot in [s for s in self._order if s.job.abandoned]:
+            self._end(slot, Event.CANCEL)
+        tokens: list[int] = []
+        positions: list[int] = []
+        seqs: list[int] = []
+        outputs: list[bool] = []
+        reads: list[tuple[Slot, int]] = []  # slots whose logits this step gives, and their batch index
+
+        def add(slot: Slot, token: int, position: int, output: bool) -> None:
+            if output:
+                reads.append((slot, len(tokens)))
+            tokens.append(token)
+            positions.append(position)
+            seqs.append(slot.seq)
+            outputs.append(output)
+
+        generating = [s for s in self._order if s.state is State.GENERATE]
+        for slot in generating:
+            add(slot, slot.job.pending, len(slot.held), True)
+        room = self.backend.batch_size - len(generating)
+        if generating:
+            room = min(room, self.prefill_chunk)
+        prefilled: list[tuple[Slot, int]] = []  # slots and how many prompt tokens this step evaluates
+        for slot in (s for s in self._order if s.state is State.PREFILL):
+            if room <= 0:
+                break
+            start = len(slot.held)
+            n = min(len(slot.job.prompt) - start, room)
+            for k in range(start, start + n):
+                add(slot, slot.job.prompt[k], k, k == len(slot.job.prompt) - 1)
+            prefilled.append((slot, n))
+            room -= n
+        if not tokens:
+            return
+        masks = {slot.seq: self._masks.submit(slot.job.matcher.fill_next_token_bitmask, slot.job.mask,
+                                              tokens_left=slot.job.budget - slot.job.produced)
+                 for slot, _ in reads if slot.job.matcher is not None}
+        try:
+            self.backend.decode(tokens, positions, seqs, outputs)
+        finally:
+            for future in masks.values():  # a mask walk must not outlive the step that owns its matcher
+                future.exception()
+        for slot in generating:
+            slot.held.append(slot.job.pending)
+        for slot, n in prefilled:
+            start = len(slot.held)
+            slot.held.extend(slot.job.prompt[start:start + n])
+        for slot, index in reads:
+            self._sample(slot, index, masks.get(slot.seq))
+
+    def _sample(self, slot: Slot, index: int, mask: Future | None) -> None:
+        job = slot.job
+        if slot.state is State.PREFILL:
+            slot.handle(Event.PROMPT_EVALUATED)
+        try:
+            if mask is not None:
+                mask.result()
+            token = choose_token(self.backend.logits_at(index), self.backend.vocab.size, job.matcher, job.mask,
+                                 job.sampling, job.rng)
+        except Exception as exc:
+            self._end(slot, Event.FAIL, exc)
+            return
+        if token in self._eos:
+            self._end(slot, Event.FINISH)
+            return
+        job.out.put(token)
+        job.produced += 1
+        job.pending = token
+        if job.produced >= job.budget:
+            self._end(slot, Event.FINISH)
+
+    def _end(self, slot: Slot, event: Event, error: BaseException | None = None) -> None:
+        slot.job.out.put(_END if error is None else error)
+        slot.handle(event)
+        self._order.remove(slot)
