@@ -5,7 +5,8 @@ requests at once as it has slots, so the worker gives it that many threads; any 
 runs one at a time, and one thread loses nothing. Requests start in the order they came in.
 At most ``queue`` requests wait beyond the running ones; one more is refused at once (503)
 rather than left to time out. Each request's items reach the event loop through its own
-``asyncio.Queue``:
+``asyncio.Queue``; a reply that is not streamed gets its events all at once with its end, so
+that the event loop does not wake each token while the model's threads need every core:
 
     ("ready", warnings)        Model.chat accepted the request (constraint compiled)
     ("event", TextDelta | ToolCall)
@@ -53,9 +54,20 @@ class Worker:
         loop = asyncio.get_running_loop()
         items: asyncio.Queue[Item] = asyncio.Queue()
 
+        held: list[Item] = []  # a whole (non-streamed) reply's events, handed over with its end
+
+        def deliver(batch: list[Item]) -> None:
+            for item in batch:
+                items.put_nowait(item)
+
         def put(*item: Any) -> None:
+            if item[0] == "event" and not request.stream:
+                held.append(item)
+                return
+            batch = [*held, item]
+            held.clear()
             try:
-                loop.call_soon_threadsafe(items.put_nowait, item)
+                loop.call_soon_threadsafe(deliver, batch)
             except RuntimeError:  # the loop closed under us: shutting down
                 cancel.set()
 
