@@ -108,7 +108,7 @@ class Scheduler:
         self._eos = frozenset(backend.vocab.eos_ids)
         self._waiting: deque[Job] = deque()
         self._order: list[Slot] = []  # busy slots in the order they were assigned: prompts are evaluated first come
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()  # the waiting queue and the loop thread's start and end
         self._thread: threading.Thread | None = None
         self._step_count = 0
         self._masks = ThreadPoolExecutor(max_workers=max(1, min(backend.slots, os.cpu_count() or 1)),
@@ -123,12 +123,11 @@ class Scheduler:
         """
         job = Job(prompt, matcher, sampling, token_budget(max_tokens, len(prompt), self.backend.n_ctx), cancel,
                   self.backend.vocab.size)
-        with self._cond:
+        with self._lock:
             self._waiting.append(job)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="llamay-scheduler", daemon=True)
                 self._thread.start()
-            self._cond.notify()
         return JobStream(job)
 
     @property
@@ -139,7 +138,7 @@ class Scheduler:
     # -- the loop -------------------------------------------------------------------------
     def _run(self) -> None:
         while True:
-            with self._cond:
+            with self._lock:
                 self._admit()
                 if not self._order:
                     self._thread = None
