@@ -97,9 +97,15 @@ def test_serve_reports_a_model_it_cannot_load(capsys):
     assert "cannot load the model" in capsys.readouterr().err
 
 
-def test_serve_needs_valid_numbers(capsys):
+def test_serve_refuses_parallel_slots_on_a_backend_that_runs_one_generation_at_a_time(capsys):
+    assert main(["serve", "--backend", "fixture", "--parallel", "2"]) == 1
+    assert "--parallel runs on the llamacpp backend; fixture runs one generation at a time" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag", [["--queue", "-1"], ["--parallel", "0"]])
+def test_serve_needs_valid_numbers(capsys, flag):
     with pytest.raises(SystemExit) as info:
-        main(["serve", "--queue", "-1"])
+        main(["serve", *flag])
     assert info.value.code == 2
 
 
