@@ -145,7 +145,7 @@ class Scheduler:
                     return
             try:
                 self._step()
-            except Exception as exc:  # the batch's evaluation failed: every request in it ends with the error
+            except Exception as exc:  # the batch's evaluation failed: every running request ends with the error
                 for slot in list(self._order):
                     self._end(slot, Event.FAIL, exc)
                     self.backend.forget(slot.seq, 0)
