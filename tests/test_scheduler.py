@@ -24,6 +24,8 @@ PERSON = {"type": "object", "properties": {"name": {"type": "string", "maxLength
           "required": ["name", "age"]}
 CITY = {"type": "object", "properties": {"city": {"enum": ["Lima", "Cusco", "Arequipa"]}}, "required": ["city"]}
 QUESTIONS = [f"Describe person number {i} as JSON." for i in range(6)]
+#: A document no budget here can finish: a request under it runs to its max_tokens.
+STORY = {"type": "object", "properties": {"story": {"type": "string", "minLength": 2000}}, "required": ["story"]}
 
 
 @pytest.fixture(scope="module")
@@ -91,9 +93,9 @@ def test_a_short_request_leaves_without_waiting_for_a_long_one(batched):
         finished[name] = time.monotonic()
         return reply
 
-    long, short = together([lambda: timed("long", max_tokens=150, temperature=0.9, seed=1),
+    long, short = together([lambda: timed("long", max_tokens=150, schema=STORY),
                             lambda: timed("short", max_tokens=5)], stagger=0.3)
-    assert long.usage["completion_tokens"] > 40 and short.usage["completion_tokens"] == 5
+    assert long.usage["completion_tokens"] == 150 and short.usage["completion_tokens"] == 5
     assert finished["short"] < finished["long"]
 
 
@@ -102,8 +104,8 @@ def test_a_long_prompt_is_evaluated_in_chunks_beside_running_sequences(batched):
     stamps: list[float] = []
 
     def running():
-        stream = batched.chat([{"role": "user", "content": "Count slowly."}], max_tokens=120, temperature=0.9,
-                              seed=3, stream=True)
+        stream = batched.chat([{"role": "user", "content": "Count slowly."}], max_tokens=120, schema=STORY,
+                              stream=True)
         for _ in stream:
             stamps.append(time.monotonic())
 
@@ -163,7 +165,8 @@ def test_the_server_runs_a_request_per_slot_and_refuses_past_the_queue(batched):
     with running(App(batched, queue=1)) as srv:
         client = openai.OpenAI(base_url=f"http://127.0.0.1:{srv.port}/v1", api_key="none", max_retries=0)
         long = {"model": "default", "messages": [{"role": "user", "content": "Write a long story."}],
-                "max_tokens": 120, "temperature": 0.9}
+                "max_tokens": 120, "temperature": 0.9,  # a story that cannot end sooner: every holder runs 120 tokens
+                "response_format": {"type": "json_schema", "json_schema": {"name": "story", "schema": STORY}}}
         worker = srv.worker
         holders = [threading.Thread(target=lambda i=i: client.chat.completions.create(**long, seed=i))
                    for i in range(5)]
@@ -178,6 +181,6 @@ def test_the_server_runs_a_request_per_slot_and_refuses_past_the_queue(batched):
         assert refused.value.status_code == 503
         for thread in holders:
             thread.join(timeout=120)
-        reply = client.chat.completions.create(**{**long, "max_tokens": 20}, response_format={
-            "type": "json_schema", "json_schema": {"name": "city", "schema": CITY}})
+        reply = client.chat.completions.create(**{**long, "max_tokens": 20, "response_format": {
+            "type": "json_schema", "json_schema": {"name": "city", "schema": CITY}}})
         jsonschema.validate(json.loads(reply.choices[0].message.content), CITY)
