@@ -85,6 +85,7 @@ class LlamaCppBackend(BatchBackend):
             raise ModelError(f"llama.cpp could not make a context for {path}: {exc}") from None
         self._memory = llama_cpp.llama_get_memory(self._ctx.ctx)
         self._batch = llama_cpp.llama_batch_init(batch_size, 0, 1)
+        self._rows = np.zeros(0, dtype=np.int32)  # batch row of each entry of the last decode
         self._width = self._model.n_vocab()
         self.model_id = model_name
         self.path = path
@@ -116,22 +117,33 @@ class LlamaCppBackend(BatchBackend):
 
     def decode(self, tokens: Sequence[int], positions: Sequence[int], seqs: Sequence[int],
                outputs: Sequence[bool]) -> None:
+        """Evaluate the batch with its entries grouped by sequence id, in increasing order.
+
+        Each slot has its own KV stream, and llama.cpp then cuts a batch into micro-batches that
+        each hold consecutive sequence ids, taken in the order the batch lists them: sequences
+        listed 1, 0, 2, 3 cost two passes over the weights, and 3, 2, 1, 0 four. The scheduler
+        lists slots in the order requests came, so the batch is sorted here and ``logits_at``
+        maps the caller's entry to its row.
+        """
         n = len(tokens)
+        order = np.argsort(np.asarray(seqs, dtype=np.int32), kind="stable")
+        self._rows = np.empty(n, dtype=np.int32)
+        self._rows[order] = np.arange(n, dtype=np.int32)
         batch = self._batch
-        np.ctypeslib.as_array(batch.token, shape=(n,))[:] = tokens
-        np.ctypeslib.as_array(batch.pos, shape=(n,))[:] = positions
+        np.ctypeslib.as_array(batch.token, shape=(n,))[:] = np.asarray(tokens, dtype=np.int32)[order]
+        np.ctypeslib.as_array(batch.pos, shape=(n,))[:] = np.asarray(positions, dtype=np.int32)[order]
         np.ctypeslib.as_array(batch.n_seq_id, shape=(n,))[:] = 1
-        np.ctypeslib.as_array(batch.logits, shape=(n,))[:] = outputs
+        np.ctypeslib.as_array(batch.logits, shape=(n,))[:] = np.asarray(outputs, dtype=np.int8)[order]
         seq_id = batch.seq_id
-        for i, seq in enumerate(seqs):
-            seq_id[i][0] = seq
+        for row, i in enumerate(order.tolist()):
+            seq_id[row][0] = seqs[i]
         batch.n_tokens = n
         status = llama_cpp.llama_decode(self._ctx.ctx, batch)
         if status != 0:
             raise DecodeError(f"llama.cpp could not evaluate a batch of {n} tokens (llama_decode returned {status})")
 
     def logits_at(self, index: int) -> np.ndarray:
-        row = llama_cpp.llama_get_logits_ith(self._ctx.ctx, index)
+        row = llama_cpp.llama_get_logits_ith(self._ctx.ctx, int(self._rows[index]))
         return np.ctypeslib.as_array(ctypes.cast(row, ctypes.POINTER(ctypes.c_float)), shape=(self._width,))
 
     def forget(self, seq: int, start: int) -> None:
