@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from .api.app import DEFAULT_MAX_BODY, DEFAULT_QUEUE, App, read_lexicon
 from .api.server import IDLE_TIMEOUT, MAX_CONNECTIONS, READ_TIMEOUT, serve
@@ -22,6 +23,8 @@ from .chat.dialects import DIALECTS
 
 #: Slots ``llamay serve`` runs on llama.cpp, as ``llama-server``'s default of 4.
 DEFAULT_PARALLEL = 4
+#: Positions each slot holds.
+DEFAULT_CTX_SIZE = 4096
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -43,7 +46,17 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--backend", default="llamacpp", help="runtime: llamacpp (default), transformers, mlx")
     serve.add_argument("--model", help="model file or folder (default: the embedded SmolLM2-135M-Instruct)")
     serve.add_argument("--threads", type=_positive, metavar="N",
-                       help="CPU threads for the backend (llamacpp: default half the cores)")
+                       help="CPU threads for the backend (llamacpp: default the physical cores this process may "
+                            "use, for one token and for prompts alike; transformers: torch's threads; mlx: ignored)")
+    serve.add_argument("--ctx-size", type=_positive, metavar="N",
+                       help="positions of context each slot holds, prompt and reply together (llamacpp backend; "
+                            f"default {DEFAULT_CTX_SIZE}). Per slot: the KV cache holds --parallel times this, unlike "
+                            "llama-server's -c, which its slots divide")
+    serve.add_argument("--gpu-layers", type=_gpu_layers, metavar="N",
+                       help="layers offloaded to the GPU (llamacpp backend; default all where llama.cpp was built "
+                            "with CUDA or Metal, else none; -1 means all)")
+    serve.add_argument("--device", metavar="DEVICE",
+                       help="torch device (transformers backend; default cuda, then mps, then cpu)")
     serve.add_argument("--parallel", type=_positive, metavar="N",
                        help=f"generations run at once, batched into one evaluation a step (llamacpp backend; "
                             f"default {DEFAULT_PARALLEL}); each slot holds a context of its own")
@@ -98,11 +111,7 @@ def _serve(args: argparse.Namespace) -> int:
     _progress(f"loading {args.model or 'the default model (SmolLM2-135M-Instruct)'} on {args.backend} ...")
     started = time.monotonic()
     try:
-        options = {"n_threads": args.threads} if args.threads else {}
-        if args.backend == "llamacpp":
-            options.update(cache_prompt=args.cache_prompt, slots=args.parallel or DEFAULT_PARALLEL)
-        elif (args.parallel or 1) > 1:
-            raise ValueError(f"--parallel runs on the llamacpp backend; {args.backend} runs one generation at a time")
+        options = _backend_options(args)
         template = Path(args.chat_template).read_text(encoding="utf-8") if args.chat_template else None
         model = load(args.backend, args.model, tool_dialect=args.tool_dialect, chat_template=template, **options)
     except Exception as e:  # a missing runtime, file or package: say which, and stop
@@ -110,7 +119,12 @@ def _serve(args: argparse.Namespace) -> int:
         return 1
     _progress(f"loaded {model.model_id} in {time.monotonic() - started:.1f}s; tool dialect {model.dialect.name}"
               f"{' (its markers are tokens)' if model.markers.ids else ''}")
-    if args.backend != "llamacpp":
+    if args.backend == "llamacpp":
+        backend = model.backend
+        layers = "all" if backend.n_gpu_layers < 0 else backend.n_gpu_layers
+        _progress(f"{backend.slots} slots of {backend.n_ctx} positions each (the model was trained on "
+                  f"{backend.n_ctx_train}); threads: {backend.n_threads}; GPU layers: {layers}")
+    else:
         _progress(f"no prompt cache and one generation at a time on the {args.backend} backend")
     app = App(model, aliases=tuple(args.alias), api_key=args.api_key, lexicon=lexicon, max_body=args.max_body,
               queue=args.queue)
@@ -134,6 +148,34 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _progress(line: str) -> None:
     print(f"llamay: {line}", file=sys.stderr, flush=True)
+
+
+def _backend_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The backend's load options from the flags; ValueError for a flag that backend does not take."""
+    options: dict[str, Any] = {"n_threads": args.threads} if args.threads else {}
+    if args.backend == "llamacpp":
+        options.update(cache_prompt=args.cache_prompt, slots=args.parallel or DEFAULT_PARALLEL,
+                       n_ctx=args.ctx_size or DEFAULT_CTX_SIZE, n_gpu_layers=args.gpu_layers)
+        refused = {"--device": args.device}
+    else:
+        refused = {"--parallel": args.parallel if (args.parallel or 1) > 1 else None, "--ctx-size": args.ctx_size,
+                   "--gpu-layers": args.gpu_layers}
+        if args.backend == "transformers":
+            options["device"] = args.device
+        else:
+            refused["--device"] = args.device
+    for flag, value in refused.items():
+        if value is not None:
+            raise ValueError(f"{flag} does not apply to the {args.backend} backend"
+                             + ("; it runs one generation at a time" if flag == "--parallel" else ""))
+    return options
+
+
+def _gpu_layers(text: str) -> int:
+    value = int(text)
+    if value < -1:
+        raise argparse.ArgumentTypeError(f"must be -1 (all) or 0 or more, got {text}")
+    return value
 
 
 def _positive(text: str) -> int:

@@ -14,6 +14,7 @@ import codecs
 import json as _json
 import logging
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import nullcontext
@@ -56,6 +57,7 @@ class Done:
     usage: dict[str, int]
     warnings: list[str]
     stop_sequence: str | None = None  # the stop string that ended the text, if one did
+    first_token_ns: int = 0  # time.monotonic_ns() when the first token was generated; 0 if none was
 
 
 @dataclass
@@ -307,7 +309,7 @@ class ChatStream:
         text = _StopFilter(req.stops)
         calls = CallStream(model.dialect, req.tools) if req.tools is not None else None
         markers = model._marker_texts if calls is not None else {}
-        n_tokens, made_calls, reason = 0, False, "length"
+        n_tokens, made_calls, reason, first_token_ns = 0, False, "length", 0
         with model._lock if model.scheduler is None else nullcontext():
             gen = model.runner.generate(req.prompt_ids, matcher=matcher, sampling=sampling, max_tokens=req.max_tokens,
                                   cancel=cancel)
@@ -319,6 +321,7 @@ class ChatStream:
                         reason = "length" if n_tokens >= req.max_tokens else "stop"
                         break
                     n_tokens += 1
+                    first_token_ns = first_token_ns or time.monotonic_ns()
                     marker = markers.get(token)  # a marker token may have no text of its own (a control token)
                     piece = marker if marker is not None else decoder.decode(backend.vocab.token_bytes(token))
                     for event in _route(piece, calls, text):
@@ -357,7 +360,7 @@ class ChatStream:
             reason = "tool_calls"
         usage = {"prompt_tokens": self.prompt_tokens, "completion_tokens": n_tokens,
                  "cached_tokens": gen.reused}
-        yield Done(reason, usage, warnings, text.matched)
+        yield Done(reason, usage, warnings, text.matched, first_token_ns)
 
 
 class _StopFilter:

@@ -25,7 +25,7 @@ pydantic = pytest.importorskip("pydantic")
 
 USER = [{"role": "user", "content": "hi"}]
 CALL = ToolCall("call_0123456789abcdef01234567", "get_weather", {"city": "Paris", "days": 2})
-TIMING = Timing(1_000, 5_000, 105_000)
+TIMING = Timing(0, 1_000, 5_000, 105_000)
 WEATHER = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
 
 
@@ -424,7 +424,7 @@ def test_ollama_chat_lines():
     assert call.function.name == "get_weather" and call.function.arguments == CALL.arguments
     last = lines[-1]
     assert last.done and last.done_reason == "stop" and last.eval_count == 9 and last.prompt_eval_count == 7
-    assert (last.total_duration, last.prompt_eval_duration, last.eval_duration) == (104_000, 4_000, 100_000)
+    assert (last.total_duration, last.prompt_eval_duration, last.eval_duration) == (105_000, 4_000, 100_000)
 
 
 def test_ollama_first_line_carries_warnings_even_when_it_is_the_last():

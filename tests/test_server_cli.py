@@ -58,11 +58,25 @@ def test_serve_logs_and_stops_cleanly(sig, tmp_path):
     proc, port, lines = start("--backend", "fixture", "--alias", "tiny", "--api-key", "k", "--lexicon", str(lexicon))
     try:
         assert any("loaded fixture" in line for line in lines) and any("2 words" in line for line in lines)
-        assert get(port, "/health") == (200, b'{"status":"ok","model":"fixture"}')
+        status, health = get(port, "/health")
+        assert status == 200 and json.loads(health) == {
+            "status": "ok", "model": "fixture", "slots": {"total": 1, "busy": 0, "waiting": 0}}
         assert get(port, "/api/tags")[0] == 401
         status, body = post(port, "/v1/chat/completions", {"model": "tiny", "max_tokens": 3, "response_format": {
             "type": "json_object"}, "messages": [{"role": "user", "content": "hi"}]}, {"Authorization": "Bearer k"})
         assert status == 200 and body["usage"]["completion_tokens"] <= 3
+        assert get(port, "/metrics")[0] == 401  # the key guards the metrics too
+        assert get(port, "/made/up/path")[0] == 404
+        status, metrics = get(port, "/metrics", {"Authorization": "Bearer k"})
+        assert status == 200
+        tokens = body["usage"]["completion_tokens"]
+        for line in ['llamay_requests_total{route="/v1/chat/completions",status="200"} 1.0',
+                     'llamay_requests_total{route="other",status="404"} 1.0',
+                     'llamay_requests_total{route="/api/tags",status="401"} 1.0',
+                     f"llamay_tokens_generated_total {float(tokens)}", "llamay_slots 1.0",
+                     "llamay_slots_busy 0.0", "llamay_requests_waiting 0.0",
+                     f"llamay_time_to_first_token_seconds_count {1.0 if tokens else 0.0}"]:
+            assert line in metrics.decode().splitlines(), line
     finally:
         proc.send_signal(sig)
         _, err = proc.communicate(timeout=30)
@@ -97,12 +111,19 @@ def test_serve_reports_a_model_it_cannot_load(capsys):
     assert "cannot load the model" in capsys.readouterr().err
 
 
-def test_serve_refuses_parallel_slots_on_a_backend_that_runs_one_generation_at_a_time(capsys):
-    assert main(["serve", "--backend", "fixture", "--parallel", "2"]) == 1
-    assert "--parallel runs on the llamacpp backend; fixture runs one generation at a time" in capsys.readouterr().err
+@pytest.mark.parametrize(("backend", "flag", "says"), [
+    ("fixture", ["--parallel", "2"], "--parallel does not apply to the fixture backend; it runs one generation"),
+    ("fixture", ["--ctx-size", "2048"], "--ctx-size does not apply to the fixture backend"),
+    ("fixture", ["--gpu-layers", "10"], "--gpu-layers does not apply to the fixture backend"),
+    ("fixture", ["--device", "cuda"], "--device does not apply to the fixture backend"),
+    ("llamacpp", ["--device", "cuda"], "--device does not apply to the llamacpp backend"),
+])
+def test_serve_refuses_a_flag_its_backend_does_not_take(capsys, backend, flag, says):
+    assert main(["serve", "--backend", backend, *flag]) == 1
+    assert says in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("flag", [["--queue", "-1"], ["--parallel", "0"]])
+@pytest.mark.parametrize("flag", [["--queue", "-1"], ["--parallel", "0"], ["--ctx-size", "0"], ["--gpu-layers", "-2"]])
 def test_serve_needs_valid_numbers(capsys, flag):
     with pytest.raises(SystemExit) as info:
         main(["serve", *flag])
@@ -112,3 +133,17 @@ def test_serve_needs_valid_numbers(capsys, flag):
 def test_no_command_prints_help(capsys):
     assert main([]) == 2
     assert "serve" in capsys.readouterr().err
+
+
+def test_serve_sizes_its_slots_threads_and_gpu_layers_from_the_flags():
+    """The startup line says what the KV cache holds: --ctx-size is per slot."""
+    proc, port, lines = start("--parallel", "2", "--ctx-size", "1024", "--threads", "1", "--gpu-layers", "0")
+    try:
+        assert any("2 slots of 1024 positions each" in line and "threads: 1; GPU layers: 0" in line
+                   for line in lines), lines
+        status, body = post(port, "/v1/chat/completions", {"max_tokens": 4, "messages": [
+            {"role": "user", "content": "word " * 1100}]})
+        assert status == 400 and "1024" in body["error"]["message"], body
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)

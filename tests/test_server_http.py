@@ -75,7 +75,8 @@ def request(port, method, path, body=None, headers=None, conn=None):
 
 def test_health_root_and_version(server):
     status, _, body = request(server.port, "GET", "/health")
-    assert status == 200 and body == {"status": "ok", "model": "fixture-model"}
+    assert status == 200 and body == {"status": "ok", "model": "fixture-model",
+                                      "slots": {"total": 1, "busy": 0, "waiting": 0}}
     status, response, body = request(server.port, "GET", "/")
     assert status == 200 and body == b"Ollama is running"
     status, response, body = request(server.port, "HEAD", "/")

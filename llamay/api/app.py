@@ -22,7 +22,10 @@ from ..engine import Model
 from . import anthropic, ollama, openai
 from .errors import RETRY_AFTER_SECONDS, ApiError, api_error
 from .fields import Body, GenerateRequest, dumps, warning_headers
+from .metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from .metrics import Metrics
 from .render import Renderer
+from .worker import Worker
 
 try:
     VERSION = metadata.version("llamay")
@@ -94,6 +97,13 @@ class App:
         self.queue = queue
         self.created = int(time.time())
         self.info = dict(info or model_info(model))
+        self.metrics = Metrics(path for _, path in ROUTES)
+        self.worker: Worker | None = None
+
+    def watch(self, worker: Worker) -> None:
+        """The worker the server runs generations on: ``/health`` and ``/metrics`` report its slots."""
+        self.worker = worker
+        self.metrics.watch(worker.running, lambda: worker.generating, lambda: worker.waiting)
 
     # -- dispatch -------------------------------------------------------------------------
     def route(self, method: str, path: str, headers: Mapping[str, str] | None = None) -> Route:
@@ -196,7 +206,14 @@ class App:
         return Reply(200, b"Ollama is running", "text/plain; charset=utf-8")
 
     def _health(self, route: Route, body: bytes) -> Reply:
-        return _json({"status": "ok", "model": self.model.model_id})
+        health: dict[str, Any] = {"status": "ok", "model": self.model.model_id}
+        if self.worker is not None:
+            health["slots"] = {"total": self.worker.running, "busy": self.worker.generating,
+                               "waiting": self.worker.waiting}
+        return _json(health)
+
+    def _metrics(self, route: Route, body: bytes) -> Reply:
+        return Reply(200, self.metrics.render(), METRICS_CONTENT_TYPE)
 
 
 
@@ -211,6 +228,7 @@ ROUTES: dict[tuple[str, str], Route] = {
     ("GET", "/api/version"): Route("ollama", App._version),
     ("GET", "/"): Route("ollama", App._root, auth=False),
     ("GET", "/health"): Route("llamay", App._health, auth=False),
+    ("GET", "/metrics"): Route("llamay", App._metrics),
 }
 
 def _json(value: Any, headers: list[tuple[str, str]] | None = None) -> Reply:

@@ -20,8 +20,14 @@ from .fields import SSE, Frame, GenerateRequest
 
 @dataclass(frozen=True)
 class Timing:
-    """Monotonic nanoseconds: generation start (queue left), first event, ``Done``."""
+    """Monotonic nanoseconds: the request's arrival, generation start, first generated token, ``Done``.
 
+    Prompt evaluation runs from the start to the first generated token and generation from
+    there to the end, whatever the first event the client sees (a tool call is held back
+    until it is complete); the total counts from the arrival, so time spent queued shows.
+    """
+
+    received_ns: int
     start_ns: int
     first_ns: int
     end_ns: int
@@ -36,7 +42,12 @@ class Timing:
 
     @property
     def total_ns(self) -> int:
-        return max(0, self.end_ns - self.start_ns)
+        return max(0, self.end_ns - self.received_ns)
+
+    @property
+    def first_token_ns(self) -> int:
+        """From the request's arrival to its first generated token."""
+        return max(0, self.first_ns - self.received_ns)
 
 
 class Renderer:

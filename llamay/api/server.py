@@ -84,6 +84,7 @@ class Server:
         self.idle_timeout = idle_timeout
         self.max_connections = max_connections
         self.worker = Worker(app.model, app.queue)
+        app.watch(self.worker)
         self._server: asyncio.Server | None = None
         self._connections: dict[asyncio.Task[None], _Connection] = {}
         self._closed: asyncio.Event | None = None  # created on the serving loop
@@ -153,6 +154,7 @@ class _Connection:
         self.busy = False  # between a request's head and the end of its response
         self.cancel = threading.Event()  # the current generation's
         self.deadline: float | None = None  # when the request being read must be complete; None before its first byte
+        self.received_ns = 0  # monotonic: when the current request's head arrived
 
     async def run(self) -> None:
         while True:
@@ -213,7 +215,7 @@ class _Connection:
 
     # -- one request ----------------------------------------------------------------------
     async def _request(self, request: h11.Request) -> None:
-        started = time.monotonic()
+        self.received_ns = time.monotonic_ns()
         method = request.method.decode("ascii", "replace")
         path = request.target.decode("latin-1").split("?", 1)[0]
         headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in request.headers}
@@ -234,7 +236,8 @@ class _Connection:
         try:
             status = await self._answer(route, error, api, headers, stats)
         finally:
-            _log_request(method, path, status, time.monotonic() - started, stats)
+            _log_request(method, path, status, (time.monotonic_ns() - self.received_ns) / 1e9, stats)
+            self.app.metrics.observe(path, status, stats)
 
     async def _answer(self, route: Any, error: ApiError | None, api: str, headers: dict[str, str],
                       stats: dict[str, Any]) -> int:
@@ -288,7 +291,7 @@ class _Connection:
         stats.update(constraint=request.constraint_kind, warnings=list(request.warnings))
         cancel = self.cancel = threading.Event()
         try:
-            items = self.server.worker.submit(request, cancel)
+            items = self.server.worker.submit(request, cancel, self.received_ns)
         except ApiError as exc:
             return await self._reply(self.app.error_reply(gen.api, exc))
         watcher = asyncio.create_task(self._watch(cancel))
@@ -426,7 +429,8 @@ def _has_body(headers: dict[str, str]) -> bool:
 
 def _done_stats(stats: dict[str, Any], done: Any, timing: Any, warnings: list[str]) -> None:
     stats.update(prompt=done.usage["prompt_tokens"], completion=done.usage["completion_tokens"],
-                 eval_s=timing.eval_ns / 1e9, finish=done.finish_reason, warnings=list(warnings))
+                 cached=done.usage.get("cached_tokens", 0), eval_s=timing.eval_ns / 1e9,
+                 first_token_s=timing.first_token_ns / 1e9, finish=done.finish_reason, warnings=list(warnings))
 
 
 def _log_request(method: str, path: str, status: int, seconds: float, stats: dict[str, Any]) -> None:

@@ -47,10 +47,18 @@ class Worker:
 
     @property
     def waiting(self) -> int:
+        """Requests accepted and waiting for a slot."""
         return max(0, self._busy - self.running)
 
-    def submit(self, request: GenerateRequest, cancel: threading.Event) -> asyncio.Queue[Item]:
-        """Queue ``request``; raises ``ApiError`` 503 when ``queue`` requests already wait."""
+    @property
+    def generating(self) -> int:
+        """Requests in a slot now."""
+        return min(self._busy, self.running)
+
+    def submit(self, request: GenerateRequest, cancel: threading.Event,
+               received_ns: int | None = None) -> asyncio.Queue[Item]:
+        """Queue ``request`` (arrived at ``received_ns``, monotonic); raises ``ApiError`` 503 when ``queue`` wait."""
+        received_ns = time.monotonic_ns() if received_ns is None else received_ns
         loop = asyncio.get_running_loop()
         items: asyncio.Queue[Item] = asyncio.Queue()
 
@@ -78,10 +86,11 @@ class Worker:
                 raise overloaded(self.queue)
             self._busy += 1
             self._cancels.add(cancel)
-        self._executor.submit(self._run, request, cancel, put)
+        self._executor.submit(self._run, request, cancel, put, received_ns)
         return items
 
-    def _run(self, request: GenerateRequest, cancel: threading.Event, put: Callable[..., None]) -> None:
+    def _run(self, request: GenerateRequest, cancel: threading.Event, put: Callable[..., None],
+             received_ns: int) -> None:
         try:
             if cancel.is_set():
                 put("cancelled", None)
@@ -95,13 +104,11 @@ class Worker:
                 return
             # compile warnings, where the engine exposes them before the first event
             put("ready", list(getattr(events, "warnings", None) or []))
-            first = 0
             try:
                 for event in events:
-                    now = time.monotonic_ns()
-                    first = first or now
                     if isinstance(event, Done):
-                        put("done", event, Timing(start, first, now))
+                        now = time.monotonic_ns()
+                        put("done", event, Timing(received_ns, start, event.first_token_ns or now, now))
                     else:
                         put("event", event)
             except Exception as exc:

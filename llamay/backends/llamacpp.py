@@ -11,7 +11,6 @@ llama-cpp-python's ``Llama`` class is not used: it holds one sequence, and its
 from __future__ import annotations
 
 import ctypes
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from ..errors import LlamayError
 from ..modelfiles.shipped import ModelError, default_model_path, model_id
 from ..vocab import Vocabulary
 from .base import BatchBackend
+from .devices import gpu_layers, physical_cores
 
 try:
     import llama_cpp
@@ -40,6 +40,11 @@ class DecodeError(LlamayError):
 class LlamaCppBackend(BatchBackend):
     """``slots``: sequences evaluated together (``llamay serve --parallel``), each of ``n_ctx`` positions.
 
+    ``n_threads``: CPU threads for every evaluation, one token or a whole prompt (default: the
+    physical cores this process may use, as llama.cpp's own tools). ``n_gpu_layers``: layers
+    offloaded to the GPU (default: all of them where llama.cpp was built with CUDA, Metal or
+    another GPU backend, none otherwise; -1 means all).
+
     ``cache_prompt``: a sequence keeps its KV cache between requests, and a request evaluates
     only what follows the longest prefix it shares with what its slot holds (the prompt and
     reply before). An agent resending its conversation then pays for the new turn, not the
@@ -55,28 +60,31 @@ class LlamaCppBackend(BatchBackend):
 
     def __init__(
         self, path: Path, model_name: str, *, n_ctx: int = 4096, n_threads: int | None = None,
-        cache_prompt: bool = False, slots: int = 1, batch_size: int = 512,
+        cache_prompt: bool = False, slots: int = 1, batch_size: int = 512, n_gpu_layers: int | None = None,
     ) -> None:
         if not path.is_file():
             raise ModelError(f"no model file at {path}")
         if slots < 1:
             raise ModelError(f"slots must be at least 1, got {slots}")
+        if n_ctx < 1:
+            raise ModelError(f"n_ctx must be at least 1, got {n_ctx}")
         set_verbose(False)
         llama_cpp.llama_backend_init()
+        model_params = llama_cpp.llama_model_default_params()
+        model_params.n_gpu_layers = gpu_layers(n_gpu_layers, offload=bool(llama_cpp.llama_supports_gpu_offload()))
         try:
-            self._model = _internals.LlamaModel(path_model=str(path), params=llama_cpp.llama_model_default_params(),
-                                                verbose=False)
+            self._model = _internals.LlamaModel(path_model=str(path), params=model_params, verbose=False)
         except (ValueError, RuntimeError) as exc:
             raise ModelError(f"llama.cpp could not load {path}: {exc}") from None
         model = self._model.model
         recurrent = llama_cpp.llama_model_is_recurrent(model) or llama_cpp.llama_model_is_hybrid(model)
-        threads = n_threads or max(1, (os.cpu_count() or 2) // 2)
+        threads = n_threads or physical_cores()
         params = llama_cpp.llama_context_default_params()
         params.n_ctx = n_ctx * slots
         params.n_seq_max = slots
         params.n_batch = params.n_ubatch = batch_size
         params.n_threads = threads
-        params.n_threads_batch = max(threads, os.cpu_count() or 1)
+        params.n_threads_batch = threads
         params.swa_full = cache_prompt
         params.kv_unified = False  # each slot its own n_ctx positions, as llama-server's slots
         try:
@@ -92,6 +100,9 @@ class LlamaCppBackend(BatchBackend):
         self.slots = slots
         self.batch_size = batch_size
         self.n_ctx = llama_cpp.llama_n_ctx_seq(self._ctx.ctx)
+        self.n_threads = threads
+        self.n_gpu_layers = model_params.n_gpu_layers
+        self.n_ctx_train = self._model.n_ctx_train()
         self.cache_prompt = cache_prompt and not recurrent
         self.vocab = Vocabulary.from_gguf(path)
         if self._width != self.vocab.size:

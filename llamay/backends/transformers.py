@@ -29,6 +29,7 @@ from ..errors import InternalError, UsageError
 from ..modelfiles.shipped import DEFAULT_MODEL_ID, ModelError
 from ..vocab import Vocabulary
 from .base import SteppedBackend
+from .devices import torch_device
 from .hf_common import Encoder, extends, tokens_budget, tokens_left
 
 try:
@@ -222,7 +223,9 @@ def load(
 ) -> TransformersBackend:
     """Load an HF folder or hub-style id, a ``.gguf`` file, or (None) the embedded default as an HF folder.
 
-    ``dtype``: ``"float32"`` (default on the CPU), ``"bfloat16"``, ``"float16"`` or ``"auto"``.
+    ``device``: a torch device; by default CUDA, then Apple's MPS, then the CPU.
+    ``dtype``: ``"float32"`` (default on the CPU), ``"bfloat16"``, ``"float16"`` or ``"auto"``
+    (the checkpoint's own; default on a GPU).
     ``n_threads`` sets torch's intra-op threads for the whole process (``torch.set_num_threads``):
     on a small shared machine 1 or 2 keeps other work from collapsing its throughput.
     Other keyword arguments go to ``from_pretrained``.
@@ -250,13 +253,14 @@ def load(
     kwargs = dict(from_pretrained)
     if file is not None:
         kwargs["gguf_file"] = file
-    torch_dtype = _dtype(dtype)
+    device = torch_device(device, cuda=torch.cuda.is_available(), mps=torch.backends.mps.is_available())
+    torch_dtype = _dtype(dtype if dtype is not None or device == "cpu" else "auto")
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(folder), **kwargs)
         lm = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch_dtype, **kwargs)
     except (OSError, ValueError) as exc:
         raise ModelError(f"transformers could not load {folder / file if file else folder}: {exc}") from None
-    if device is not None:
+    if device != "cpu":
         lm = lm.to(device)
     return TransformersBackend(lm, tokenizer, name)
 
