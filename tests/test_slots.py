@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from llamay.serving.slots import TRANSITIONS, Event, Slot, SlotError, State, choose_slot
+from llamay.serving.slots import TRANSITIONS, Event, Slot, SlotError, State, choose_slot, runs
 
 #: Every (state, event) pair with a transition, and where it leads.
 ALLOWED = [
@@ -65,6 +65,11 @@ CHOICES = [
     ([[1, 2, 3, 9], []], (0, 1), (), [1, 2, 3], True, (1, 0)),  # keeping 2 loses 2: no saving, the empty slot
     ([[1, 9, 9], [1, 8, 8]], (2, 1), (), [1, 2, 3], True, (1, 1)),  # every slot would lose more: LRU
     ([[1, 2, 3, 4, 9], [1, 8, 8]], (0, 1), (), [1, 2, 3, 4], True, (0, 3)),  # keeps 3, loses 2: worth it
+    # otherwise alike: the slot next to the busy ones (a step costs a pass per run of busy ids)
+    ([[5], [6], [7], [8]], (9, 2, 1, 3), (0,), [1, 2], True, (1, 0)),  # not the LRU slot 2: beside 0
+    ([[], [], [], []], (0, 0, 0, 0), (2,), [1, 2], True, (1, 0)),  # empty slots: beside 2, not slot 0
+    ([[], [6], [7], [8]], (0, 0, 0, 0), (2,), [1, 2], True, (0, 0)),  # an empty slot still comes first
+    ([[5], [6], [7], [1, 2, 3]], (0, 0, 0, 0), (0,), [1, 2, 3, 4], True, (3, 3)),  # a saving comes first
 ]
 
 
@@ -72,6 +77,11 @@ CHOICES = [
 def test_a_prompt_takes_the_idle_slot_that_saves_the_most_evaluation(held, used, busy, prompt, reuse, expected):
     slot, keep = choose_slot(slots(*held, used=used, busy=busy), prompt, reuse=reuse)
     assert (slot.seq, keep) == expected
+
+
+@pytest.mark.parametrize(("seqs", "expected"), [(set(), 0), ({0}, 1), ({0, 1, 2}, 1), ({0, 2}, 2), ({1, 3, 5}, 3)])
+def test_busy_ids_count_one_pass_a_run(seqs, expected):
+    assert runs(seqs) == expected
 
 
 def test_no_slot_is_chosen_while_all_are_busy():

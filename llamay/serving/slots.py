@@ -75,6 +75,11 @@ def shared_prefix(held: Sequence[int], prompt: Sequence[int]) -> int:
     return n
 
 
+def runs(seqs: set[int]) -> int:
+    """How many runs of consecutive ids ``seqs`` make: {0, 1, 3} makes two."""
+    return sum(seq - 1 not in seqs for seq in seqs)
+
+
 def choose_slot(slots: Sequence[Slot], prompt: Sequence[int], *, reuse: bool) -> tuple[Slot, int] | None:
     """The idle slot for ``prompt`` and how many of its held tokens to keep; None when every slot is busy.
 
@@ -82,20 +87,23 @@ def choose_slot(slots: Sequence[Slot], prompt: Sequence[int], *, reuse: bool) ->
     less what the slot holds beyond it and would lose (another conversation, which may come
     back). So a conversation returns to its own slot and a new one sharing a long system prompt
     joins a slot that holds it. Where no slot saves more than it loses (a prompt sharing only the
-    template's first few tokens), an empty slot, else the least recently used: a conversation
-    just served is the likeliest to come back. At least the prompt's last token is evaluated
-    again, since its logits are the first the loop reads.
+    template's first few tokens), an empty slot comes first. Then the slot whose sequence id sits
+    next to the busy ones, since a step costs a pass over the weights for each run of
+    consecutive busy ids (see ``LlamaCppBackend.decode``); then the least recently used, as a
+    conversation just served is the likeliest to come back. At least the prompt's last token is
+    evaluated again, since its logits are the first the loop reads.
     """
     idle = [s for s in slots if s.state is State.IDLE]
     if not idle:
         return None
+    busy = {s.seq for s in slots if s.state is not State.IDLE}
 
     def kept(slot: Slot) -> int:
         return min(shared_prefix(slot.held, prompt), len(prompt) - 1) if reuse else 0
 
-    def rank(slot: Slot) -> tuple[int, bool, int]:
+    def rank(slot: Slot) -> tuple[int, bool, int, int]:
         keep = kept(slot)
-        return max(0, keep - (len(slot.held) - keep)), not slot.held, -slot.last_used
+        return max(0, keep - (len(slot.held) - keep)), not slot.held, -runs(busy | {slot.seq}), -slot.last_used
 
     slot = max(idle, key=rank)
     return slot, kept(slot)
