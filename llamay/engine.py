@@ -142,6 +142,12 @@ class Model:
         stop: str | Sequence[str] | None = None,
         stream: bool = False,
         cancel: threading.Event | None = None,
+        min_p: float = 0.0,
+        frequency_penalty: float = 0.0,
+        presence_penalty: float = 0.0,
+        repeat_penalty: float = 1.0,
+        repeat_last_n: int = 64,
+        logit_bias: Mapping[int, float] | None = None,
     ) -> ChatResult | ChatStream:
         """Generate a reply; ``stream=True`` returns a ``ChatStream`` of ``TextDelta``, ``ToolCall`` and ``Done``.
 
@@ -151,8 +157,11 @@ class Model:
         then calls or that document, each constrained. ``parallel_tool_calls``: None as the model's
         dialect writes calls (several, or one per turn in Llama 3's), False one call, True several
         (one and a warning where the dialect's format holds one). ``max_tokens=None`` runs until
-        the context is full. Raises ``SchemaError`` / ``GrammarError`` for a refused constraint and
-        ``UsageError`` for misuse, before any token is generated.
+        the context is full. Sampling: ``temperature``, ``top_p``, ``top_k``, ``min_p``, ``seed``,
+        ``frequency_penalty`` and ``presence_penalty`` (over the reply), ``repeat_penalty`` over the
+        last ``repeat_last_n`` tokens of prompt and reply, ``logit_bias`` ({token id: bias});
+        ``llamay.backends.sampling`` gives the order. Raises ``SchemaError`` / ``GrammarError`` for a
+        refused constraint and ``UsageError`` for misuse, before any token is generated.
         """
         tool_list = normalize_tools(tools)
         mode, name = _tool_mode(tool_choice, tool_list)
@@ -160,9 +169,9 @@ class Model:
         prompt = self.template.render_parts(messages, tool_list if mode != "none" else None)
         names = [t["function"]["name"] for t in tool_list] if tool_list and mode != "none" else None
         free_text = bool(tool_list) and schema is None and grammar is None and lexicon is None and not json
-        return self._generate(prompt, constraint, names, max_tokens, stop,
-                              Sampling(temperature=temperature, top_p=top_p, top_k=top_k, seed=seed), stream, cancel,
-                              free_text)
+        sampling = self._sampling(temperature, top_p, top_k, seed, min_p, frequency_penalty, presence_penalty,
+                                  repeat_penalty, repeat_last_n, logit_bias)
+        return self._generate(prompt, constraint, names, max_tokens, stop, sampling, stream, cancel, free_text)
 
     def complete(
         self,
@@ -180,6 +189,12 @@ class Model:
         stop: str | Sequence[str] | None = None,
         stream: bool = False,
         cancel: threading.Event | None = None,
+        min_p: float = 0.0,
+        frequency_penalty: float = 0.0,
+        presence_penalty: float = 0.0,
+        repeat_penalty: float = 1.0,
+        repeat_last_n: int = 64,
+        logit_bias: Mapping[int, float] | None = None,
     ) -> ChatResult | ChatStream:
         """Continue raw ``prompt`` text, without the chat template (``/v1/completions``, Ollama ``raw``).
 
@@ -188,10 +203,29 @@ class Model:
         template to guard. ``chat`` keeps messages' text that spells one as text.
         """
         constraint = self._pick_constraint(schema, grammar, lexicon, json, [], "none", None, False)
-        return self._generate(prompt, constraint, None, max_tokens, stop,
-                              Sampling(temperature=temperature, top_p=top_p, top_k=top_k, seed=seed), stream, cancel)
+        sampling = self._sampling(temperature, top_p, top_k, seed, min_p, frequency_penalty, presence_penalty,
+                                  repeat_penalty, repeat_last_n, logit_bias)
+        return self._generate(prompt, constraint, None, max_tokens, stop, sampling, stream, cancel)
 
     # -- request preparation (everything that can fail before generation) -------------------
+    def _sampling(self, temperature, top_p, top_k, seed, min_p, frequency_penalty, presence_penalty, repeat_penalty,
+                  repeat_last_n, logit_bias) -> Sampling:
+        """The sampler's settings; ``UsageError`` naming a value out of range or a token id not in the vocabulary."""
+        if not 0.0 <= min_p <= 1.0:
+            raise UsageError(f"min_p must be between 0 and 1, got {min_p}")
+        if repeat_penalty <= 0.0:
+            raise UsageError(f"repeat_penalty must be above 0, got {repeat_penalty}")
+        if repeat_last_n < -1:
+            raise UsageError(f"repeat_last_n must be -1 (the whole context) or 0 or more, got {repeat_last_n}")
+        bias = tuple((int(t), float(b)) for t, b in (logit_bias or {}).items())
+        size = self.backend.vocab.size
+        for token, _ in bias:
+            if not 0 <= token < size:
+                raise UsageError(f"logit_bias names token {token}; the vocabulary's ids run from 0 to {size - 1}")
+        return Sampling(temperature=temperature, top_p=top_p, top_k=top_k, seed=seed, min_p=min_p,
+                        frequency_penalty=frequency_penalty, presence_penalty=presence_penalty,
+                        repeat_penalty=repeat_penalty, repeat_last_n=repeat_last_n, logit_bias=bias)
+
     def _pick_constraint(self, schema, grammar, lexicon, json_, tools, mode, name, parallel):
         chosen = [k for k, v in (("schema", schema), ("grammar", grammar), ("lexicon", lexicon)) if v is not None]
         chosen += ["json"] if json_ else []

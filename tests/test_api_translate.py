@@ -85,7 +85,8 @@ def test_openai_chat_request_maps_fields():
                                  user="u", metadata={"a": "b"}, store=False))
     assert r.model == "m" and r.stream and r.options["include_usage"]
     assert r.chat == {"messages": USER, "temperature": 0, "top_p": 0.5, "top_k": 0, "seed": 3, "max_tokens": 9,
-                      "stop": ["END"]}
+                      "stop": ["END"], "frequency_penalty": 0.0, "presence_penalty": 0.0, "min_p": 0.0,
+                      "logit_bias": {}}
     assert r.warnings == [] and r.constraint_kind == "none"
 
 
@@ -127,7 +128,10 @@ def test_llamay_constraint_fields_in_every_api(fields, kind):
     ({"top_logprobs": 3}, "top_logprobs"),
     ({"audio": {"voice": "alloy", "format": "wav"}}, "audio"),
     ({"modalities": ["text", "audio"]}, "modalities"),
-    ({"logit_bias": {"12": 5}}, "logit_bias"),
+    ({"logit_bias": {"12": 500}}, "logit_bias.12"),
+    ({"logit_bias": {"a token": 5}}, "logit_bias.a token"),
+    ({"frequency_penalty": 3}, "frequency_penalty"),
+    ({"min_p": 1.5}, "min_p"),
     ({"functions": [{"name": "f"}]}, "functions"),
     ({"max_tokens": "ten"}, "max_tokens"),
     ({"max_tokens": 0}, "max_tokens"),
@@ -160,10 +164,17 @@ def test_openai_defaults_the_sdk_sends_never_fail():
     assert r.warnings == []
 
 
-def test_unknown_and_ignored_fields_warn():
-    r = openai.chat_request(body(model="m", messages=USER, frobnicate=1, frequency_penalty=0.5))
-    assert "unknown field 'frobnicate' was ignored" in r.warnings
-    assert "frequency_penalty is not supported and was ignored" in r.warnings
+def test_unknown_fields_warn():
+    r = openai.chat_request(body(model="m", messages=USER, frobnicate=1))
+    assert r.warnings == ["unknown field 'frobnicate' was ignored"]
+
+
+def test_openai_sampling_controls_reach_the_engine():
+    r = openai.chat_request(body(model="m", messages=USER, frequency_penalty=0.5, presence_penalty=-1, min_p=0.1,
+                                 logit_bias={"12": -100, "7": 2.5}))
+    assert r.warnings == []
+    assert (r.chat["frequency_penalty"], r.chat["presence_penalty"], r.chat["min_p"]) == (0.5, -1, 0.1)
+    assert r.chat["logit_bias"] == {12: -100.0, 7: 2.5}
 
 
 def test_openai_tools_pass_through():

@@ -18,10 +18,12 @@ from .fields import DEFAULT_MAX_TOKENS, NDJSON, Body, Constraints, Frame, Genera
 from .render import Renderer, Timing
 
 #: Ollama's documented sampling defaults.
-DEFAULT_OPTIONS = {"temperature": 0.8, "top_p": 0.9, "top_k": 40}
+DEFAULT_OPTIONS = {"temperature": 0.8, "top_p": 0.9, "top_k": 40, "min_p": 0.0, "repeat_penalty": 1.1,
+                   "repeat_last_n": 64, "presence_penalty": 0.0, "frequency_penalty": 0.0}
 
 #: ``options`` that llamay honours; any other option is ignored with a warning.
-_OPTIONS = ("temperature", "top_p", "top_k", "seed", "num_predict", "stop")
+_OPTIONS = ("temperature", "top_p", "top_k", "seed", "num_predict", "stop", "min_p", "repeat_penalty",
+            "repeat_last_n", "presence_penalty", "frequency_penalty")
 
 _IGNORED = ("keep_alive",)
 
@@ -96,9 +98,17 @@ def _options(options: Body | None) -> tuple[dict[str, Any], list[str]]:
     top_p = options.number("top_p", DEFAULT_OPTIONS["top_p"], low=0.0, high=1.0)
     top_k = options.get("top_k", int, DEFAULT_OPTIONS["top_k"])
     num_predict = options.get("num_predict", int)
+    repeat_last_n = options.get("repeat_last_n", int, DEFAULT_OPTIONS["repeat_last_n"])
+    if repeat_last_n < -1:
+        raise bad_field(options.path("repeat_last_n"), f"must be -1 (all) or 0 or more, got {repeat_last_n}")
     chat = {"temperature": temperature, "top_p": top_p, "top_k": max(0, top_k), "seed": options.seed(),
             "max_tokens": num_predict if num_predict is not None and num_predict > 0 else DEFAULT_MAX_TOKENS,
-            "stop": options.stop("stop")}
+            "stop": options.stop("stop"),
+            "min_p": options.number("min_p", DEFAULT_OPTIONS["min_p"], low=0.0, high=1.0),
+            "repeat_penalty": options.number("repeat_penalty", DEFAULT_OPTIONS["repeat_penalty"], low=0.01, high=10.0),
+            "repeat_last_n": repeat_last_n,
+            "presence_penalty": options.number("presence_penalty", 0.0, low=-2.0, high=2.0),
+            "frequency_penalty": options.number("frequency_penalty", 0.0, low=-2.0, high=2.0)}
     ignored = [k for k in options.data if k not in _OPTIONS]
     return chat, [f"options.{k} is not supported and was ignored" for k in ignored]
 

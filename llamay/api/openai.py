@@ -93,7 +93,7 @@ def completion_request(body: Body) -> GenerateRequest:
 
 
 def _refuse_unsupported(body: Body, warnings: list[str]) -> None:
-    """``n`` > 1, log probabilities and logit bias change what the answer is: 400. Penalties only warn."""
+    """``n`` > 1 and log probabilities change what the answer is: 400."""
     n = body.positive_int("n")
     if n is not None and n > 1:
         raise unsupported("n", "more than one choice")
@@ -102,11 +102,6 @@ def _refuse_unsupported(body: Body, warnings: list[str]) -> None:
         raise unsupported("logprobs", "log probabilities")
     if body.get("top_logprobs", int):
         raise unsupported("top_logprobs", "log probabilities")
-    if body.get("logit_bias", dict):
-        raise unsupported("logit_bias", "logit bias")
-    for key in ("frequency_penalty", "presence_penalty"):
-        if body.number(key, None, low=-2.0, high=2.0):
-            warnings.append(f"{key} is not supported and was ignored")
     for key in ("reasoning_effort", "verbosity"):
         if body.get(key, str) is not None:
             warnings.append(f"{key} is not supported and was ignored")
@@ -118,7 +113,24 @@ def _sampling(body: Body) -> dict[str, Any]:
     top_k = body.get("top_k", int, 0)  # llama.cpp's extension
     if top_k < 0:
         raise bad_field("top_k", f"must be 0 or more, got {top_k}")
-    return {"temperature": temperature, "top_p": top_p, "top_k": top_k, "seed": body.seed()}
+    return {"temperature": temperature, "top_p": top_p, "top_k": top_k, "seed": body.seed(),
+            "frequency_penalty": body.number("frequency_penalty", 0.0, low=-2.0, high=2.0),
+            "presence_penalty": body.number("presence_penalty", 0.0, low=-2.0, high=2.0),
+            "min_p": body.number("min_p", 0.0, low=0.0, high=1.0),  # llama.cpp's extension
+            "logit_bias": _logit_bias(body)}
+
+
+def _logit_bias(body: Body) -> dict[int, float]:
+    """``logit_bias``: token ids (as JSON keys, so strings) to a bias from -100 to 100, added to the logits."""
+    bias = body.get("logit_bias", dict) or {}
+    out: dict[int, float] = {}
+    for key, value in bias.items():
+        if not (isinstance(key, str) and key.lstrip("-").isdigit()):
+            raise bad_field(f"logit_bias.{key}", "keys are token ids")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not -100 <= value <= 100:
+            raise bad_field(f"logit_bias.{key}", f"must be a number between -100 and 100, got {value!r}")
+        out[int(key)] = float(value)
+    return out
 
 
 def _response_format(body: Body, constraints: Constraints, warnings: list[str]) -> None:

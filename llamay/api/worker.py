@@ -91,16 +91,16 @@ class Worker:
 
     def _run(self, request: GenerateRequest, cancel: threading.Event, put: Callable[..., None],
              received_ns: int) -> None:
+        last: Item = ("cancelled", None)
         try:
             if cancel.is_set():
-                put("cancelled", None)
                 return
             start = time.monotonic_ns()
             try:
                 generate = self.model.complete if "prompt" in request.chat else self.model.chat
                 events = generate(**request.chat, stream=True, cancel=cancel)
             except Exception as exc:
-                put("error", exc)
+                last = ("error", exc)
                 return
             # compile warnings, where the engine exposes them before the first event
             put("ready", list(getattr(events, "warnings", None) or []))
@@ -108,19 +108,22 @@ class Worker:
                 for event in events:
                     if isinstance(event, Done):
                         now = time.monotonic_ns()
-                        put("done", event, Timing(received_ns, start, event.first_token_ns or now, now))
+                        last = ("done", event, Timing(received_ns, start, event.first_token_ns or now, now))
                     else:
                         put("event", event)
             except Exception as exc:
-                put("error", exc)
+                last = ("error", exc)
             finally:
                 close = getattr(events, "close", None)
                 if close is not None:
                     close()
         finally:
+            # counted out before the last item goes: a client that sends its next request as soon as
+            # this answer arrives must find the room this one leaves
             with self._lock:
                 self._busy -= 1
                 self._cancels.discard(cancel)
+            put(*last)
 
     def close(self) -> None:
         """Cancel the running and waiting generations and wait for the thread to finish.

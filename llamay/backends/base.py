@@ -20,7 +20,7 @@ from .._core.bitmask import allocate_bitmask, apply_bitmask
 from .._core.matcher import Matcher
 from ..errors import InternalError, LlamayError
 from ..vocab import Vocabulary
-from .sampling import Sampling, sample
+from .sampling import Sampling, adjust, sample
 
 
 class ContextLengthError(LlamayError):
@@ -49,15 +49,19 @@ class TokenStream(Iterator[int]):
 
 
 def choose_token(logits: np.ndarray, vocab_size: int, matcher: Matcher | None, mask: np.ndarray | None,
-                 sampling: Sampling, rng: np.random.Generator) -> int:
+                 sampling: Sampling, rng: np.random.Generator, prompt: Sequence[int] = (),
+                 reply: Sequence[int] = ()) -> int:
     """Sample from ``logits`` (modified in place) under ``mask`` (already filled), and accept it in ``matcher``.
 
     Ids past ``vocab_size`` (padding in the runtime's output) are never allowed under a mask.
+    ``prompt`` and ``reply`` (the tokens generated so far) feed the repetition penalties.
     """
     if matcher is not None:
         apply_bitmask(logits[:vocab_size] if logits.shape[0] > vocab_size else logits, mask)
         if logits.shape[0] > vocab_size:
             logits[vocab_size:] = -np.inf
+    if sampling.adjusts:
+        adjust(logits, sampling, prompt, reply)
     token = sample(logits, sampling, rng)
     if matcher is not None and not matcher.accept_token(token):
         raise InternalError(f"sampled token {token} that the mask allowed but the matcher refused")
@@ -149,15 +153,17 @@ class SteppedBackend(Backend):
         eos = set(self.vocab.eos_ids)
         mask = allocate_bitmask(self.vocab.size) if matcher is not None else None
         rng = sampling.rng()
+        reply: list[int] = []
         for i in range(budget):
             if cancel is not None and cancel.is_set():
                 return
             logits = self.logits()
             if matcher is not None:
                 matcher.fill_next_token_bitmask(mask, tokens_left=budget - i)
-            token = choose_token(logits, self.vocab.size, matcher, mask, sampling, rng)
+            token = choose_token(logits, self.vocab.size, matcher, mask, sampling, rng, prompt, reply)
             if token in eos:
                 return
+            reply.append(token)
             yield token
             self.feed(token)
 

@@ -53,6 +53,7 @@ class Job:
         self.budget = budget
         self.cancel = cancel
         self.produced = 0  # tokens sampled and sent (EOS is not one)
+        self.reply: list[int] = []  # those tokens, where a repetition penalty needs them
         self.pending = -1  # the token sampled last, to be evaluated next step
         self.reused = 0  # prompt tokens the slot already held
         self.closed = False  # the consumer stopped reading
@@ -235,7 +236,7 @@ class Scheduler:
         job = slot.job
         try:
             token = choose_token(self.backend.logits_at(index), self.backend.vocab.size, job.matcher, job.mask,
-                                 job.sampling, job.rng)
+                                 job.sampling, job.rng, job.prompt, job.reply)
         except Exception as exc:
             self._end(slot, Event.FAIL, exc)
             return
@@ -244,6 +245,8 @@ class Scheduler:
             return
         job.out.put(token)
         job.produced += 1
+        if job.sampling.adjusts:
+            job.reply.append(token)
         job.pending = token
         if job.produced >= job.budget:
             self._end(slot, Event.FINISH)
