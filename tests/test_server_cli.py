@@ -67,11 +67,13 @@ def test_serve_logs_and_stops_cleanly(sig, tmp_path):
         assert status == 200 and body["usage"]["completion_tokens"] <= 3
         assert get(port, "/metrics")[0] == 401  # the key guards the metrics too
         assert get(port, "/made/up/path")[0] == 404
+        assert get(port, "/v1/models/tiny", {"Authorization": "Bearer k"})[0] == 200
         status, metrics = get(port, "/metrics", {"Authorization": "Bearer k"})
         assert status == 200
         tokens = body["usage"]["completion_tokens"]
         for line in ['llamay_requests_total{route="/v1/chat/completions",status="200"} 1.0',
                      'llamay_requests_total{route="other",status="404"} 1.0',
+                     'llamay_requests_total{route="/v1/models/{id}",status="200"} 1.0',
                      'llamay_requests_total{route="/api/tags",status="401"} 1.0',
                      f"llamay_tokens_generated_total {float(tokens)}", "llamay_slots 1.0",
                      "llamay_slots_busy 0.0", "llamay_requests_waiting 0.0",

@@ -97,7 +97,7 @@ class App:
         self.queue = queue
         self.created = int(time.time())
         self.info = dict(info or model_info(model))
-        self.metrics = Metrics(path for _, path in ROUTES)
+        self.metrics = Metrics([*(path for _, path in ROUTES), "/v1/models"])
         self.worker: Worker | None = None
 
     def watch(self, worker: Worker) -> None:

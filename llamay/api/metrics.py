@@ -51,7 +51,7 @@ class Metrics:
 
     def observe(self, path: str, status: int, stats: dict[str, Any]) -> None:
         """Count one answered request; ``stats`` carry a generation's tokens and times (seconds)."""
-        self.requests.labels(path if path in self.routes else "other", str(status)).inc()
+        self.requests.labels(self.route(path), str(status)).inc()
         if "completion" not in stats:
             return
         self.generated.inc(stats["completion"])
@@ -61,6 +61,12 @@ class Metrics:
             self.first_token.observe(stats["first_token_s"])
         if stats["completion"] > 1:
             self.per_token.observe(stats["eval_s"] / (stats["completion"] - 1))
+
+    def route(self, path: str) -> str:
+        """The label for ``path``: the route it names, ``/v1/models/{id}`` for any model, else ``other``."""
+        if path in self.routes:
+            return path
+        return "/v1/models/{id}" if path.startswith("/v1/models/") else "other"
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
