@@ -1,10 +1,10 @@
 """What ``GET /metrics`` reports, in Prometheus' text format (prometheus_client writes it).
 
-Counters by route and status, the slots and the queue as the scheduler holds them now, the
-tokens generated and the prompt tokens evaluated or served from cache, and histograms of the
-times a client waits, measured from the request's arrival, so queueing counts. The route
-label is one of the server's own routes or ``other``: a path a client invents never becomes
-a new series.
+Counters by route and status, the slots and the queue as the worker holds them at the scrape,
+the tokens generated and the prompt tokens evaluated or served from cache, and histograms of
+the times a client waits, measured from the request's arrival, so queueing counts. The route
+label is one of the server's own routes (``/v1/models/{id}`` for any model) or ``other``: a
+path a client invents never becomes a new series.
 """
 
 from __future__ import annotations

@@ -55,10 +55,8 @@ class Worker:
         """Requests in a slot now."""
         return min(self._busy, self.running)
 
-    def submit(self, request: GenerateRequest, cancel: threading.Event,
-               received_ns: int | None = None) -> asyncio.Queue[Item]:
+    def submit(self, request: GenerateRequest, cancel: threading.Event, received_ns: int) -> asyncio.Queue[Item]:
         """Queue ``request`` (arrived at ``received_ns``, monotonic); raises ``ApiError`` 503 when ``queue`` wait."""
-        received_ns = time.monotonic_ns() if received_ns is None else received_ns
         loop = asyncio.get_running_loop()
         items: asyncio.Queue[Item] = asyncio.Queue()
 
