@@ -11,6 +11,7 @@ under a matcher, and turn tokens into text deltas, held-back tool calls, and a f
 from __future__ import annotations
 
 import codecs
+import dataclasses
 import json as _json
 import logging
 import threading
@@ -24,6 +25,8 @@ from typing import Any
 from ._core.automaton import CompiledGrammar
 from ._core.matcher import Matcher
 from .backends import Backend, BatchBackend, Sampling, load_backend
+from .backends.base import token_budget
+from .backends.sampling import TokenLogprob
 from .chat import CallStream, ChatTemplate, ToolCall, named, normalize_tools
 from .chat.dialects import Markers
 from .chat.tool_grammar import compile_tool_calls
@@ -32,6 +35,7 @@ from .errors import SchemaError, UsageError
 from .grammars.gbnf import compile_gbnf
 from .grammars.jsonschema.compiler import any_json, compile_json_schema
 from .grammars.lexicon import compile_lexicon
+from .logprob import Logprob
 from .options import DEFAULT, Limits, Tuning
 from .serving import Scheduler
 from .vocab import Vocabulary
@@ -45,10 +49,16 @@ BUDGET_CLOSED_WARNING = ("the token budget closed the constrained output: near m
 STOP_NOT_APPLIED_WARNING = "stop strings cut free text only: they were not applied to this constrained document"
 _GRAMMAR_CACHE_SIZE = 64
 
+#: The most alternatives ``logprobs`` may ask for per token (OpenAI's ``top_logprobs`` bound).
+MAX_TOP_LOGPROBS = 20
+
 
 @dataclass(frozen=True)
 class TextDelta:
+    """Text of the reply; ``logprobs``, where asked for, those of the tokens generated since the last event."""
+
     text: str
+    logprobs: tuple[Logprob, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -67,6 +77,7 @@ class ChatResult:
     finish_reason: str = "stop"
     usage: dict[str, int] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    logprobs: list[Logprob] | None = None  # where asked for: every reported token's, in order
 
 
 Event = TextDelta | ToolCall | Done
@@ -148,6 +159,8 @@ class Model:
         repeat_penalty: float = 1.0,
         repeat_last_n: int = 64,
         logit_bias: Mapping[int, float] | None = None,
+        logprobs: int | None = None,
+        n_ctx: int | None = None,
     ) -> ChatResult | ChatStream:
         """Generate a reply; ``stream=True`` returns a ``ChatStream`` of ``TextDelta``, ``ToolCall`` and ``Done``.
 
@@ -160,8 +173,12 @@ class Model:
         the context is full. Sampling: ``temperature``, ``top_p``, ``top_k``, ``min_p``, ``seed``,
         ``frequency_penalty`` and ``presence_penalty`` (over the reply), ``repeat_penalty`` over the
         last ``repeat_last_n`` tokens of prompt and reply, ``logit_bias`` ({token id: bias});
-        ``llamay.backends.sampling`` gives the order. Raises ``SchemaError`` / ``GrammarError`` for a
-        refused constraint and ``UsageError`` for misuse, before any token is generated.
+        ``llamay.backends.sampling`` gives the order. ``logprobs``: None for none, else each token's
+        log probability with that many alternatives (0 to 20), on the events (``TextDelta`` and
+        ``ToolCall``) and as ``ChatResult.logprobs``. ``n_ctx`` caps the context this request fills
+        (prompt and reply) below the model's own (a larger one is the model's, with a warning).
+        Raises ``SchemaError`` / ``GrammarError`` for a refused constraint and ``UsageError`` for
+        misuse, before any token is generated.
         """
         tool_list = normalize_tools(tools)
         mode, name = _tool_mode(tool_choice, tool_list)
@@ -170,8 +187,9 @@ class Model:
         names = [t["function"]["name"] for t in tool_list] if tool_list and mode != "none" else None
         free_text = bool(tool_list) and schema is None and grammar is None and lexicon is None and not json
         sampling = self._sampling(temperature, top_p, top_k, seed, min_p, frequency_penalty, presence_penalty,
-                                  repeat_penalty, repeat_last_n, logit_bias)
-        return self._generate(prompt, constraint, names, max_tokens, stop, sampling, stream, cancel, free_text)
+                                  repeat_penalty, repeat_last_n, logit_bias, logprobs)
+        return self._generate(prompt, constraint, names, max_tokens, stop, sampling, stream, cancel, n_ctx,
+                              free_text)
 
     def complete(
         self,
@@ -195,6 +213,8 @@ class Model:
         repeat_penalty: float = 1.0,
         repeat_last_n: int = 64,
         logit_bias: Mapping[int, float] | None = None,
+        logprobs: int | None = None,
+        n_ctx: int | None = None,
     ) -> ChatResult | ChatStream:
         """Continue raw ``prompt`` text, without the chat template (``/v1/completions``, Ollama ``raw``).
 
@@ -204,12 +224,12 @@ class Model:
         """
         constraint = self._pick_constraint(schema, grammar, lexicon, json, [], "none", None, False)
         sampling = self._sampling(temperature, top_p, top_k, seed, min_p, frequency_penalty, presence_penalty,
-                                  repeat_penalty, repeat_last_n, logit_bias)
-        return self._generate(prompt, constraint, None, max_tokens, stop, sampling, stream, cancel)
+                                  repeat_penalty, repeat_last_n, logit_bias, logprobs)
+        return self._generate(prompt, constraint, None, max_tokens, stop, sampling, stream, cancel, n_ctx)
 
     # -- request preparation (everything that can fail before generation) -------------------
     def _sampling(self, temperature, top_p, top_k, seed, min_p, frequency_penalty, presence_penalty, repeat_penalty,
-                  repeat_last_n, logit_bias) -> Sampling:
+                  repeat_last_n, logit_bias, logprobs) -> Sampling:
         """The sampler's settings; ``UsageError`` naming a value out of range or a token id not in the vocabulary."""
         if not 0.0 <= min_p <= 1.0:
             raise UsageError(f"min_p must be between 0 and 1, got {min_p}")
@@ -222,9 +242,12 @@ class Model:
         for token, _ in bias:
             if not 0 <= token < size:
                 raise UsageError(f"logit_bias names token {token}; the vocabulary's ids run from 0 to {size - 1}")
+        if logprobs is not None and not (type(logprobs) is int and 0 <= logprobs <= MAX_TOP_LOGPROBS):
+            raise UsageError(f"logprobs must be None or 0 to {MAX_TOP_LOGPROBS} alternatives, got {logprobs!r}")
         return Sampling(temperature=temperature, top_p=top_p, top_k=top_k, seed=seed, min_p=min_p,
                         frequency_penalty=frequency_penalty, presence_penalty=presence_penalty,
-                        repeat_penalty=repeat_penalty, repeat_last_n=repeat_last_n, logit_bias=bias)
+                        repeat_penalty=repeat_penalty, repeat_last_n=repeat_last_n, logit_bias=bias,
+                        logprobs=logprobs)
 
     def _pick_constraint(self, schema, grammar, lexicon, json_, tools, mode, name, parallel):
         chosen = [k for k, v in (("schema", schema), ("grammar", grammar), ("lexicon", lexicon)) if v is not None]
@@ -235,11 +258,14 @@ class Model:
             raise UsageError(f"one constraint at a time: {' and '.join(chosen)} were both given")
         return self._constraint(schema, grammar, lexicon, json_, tools, mode, name, parallel)
 
-    def _generate(self, prompt, constraint, tools, max_tokens, stop, sampling, stream, cancel, free_text=False):
+    def _generate(self, prompt, constraint, tools, max_tokens, stop, sampling, stream, cancel, n_ctx,
+                  free_text=False):
         """Run the generation; stop strings apply to free text: all of an unconstrained output, and
         the text beside tool calls (``free_text``), never inside a call or a constrained document."""
         if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
             raise UsageError(f"max_tokens must be a positive integer or None, got {max_tokens!r}")
+        if n_ctx is not None and (type(n_ctx) is not int or n_ctx < 1):
+            raise UsageError(f"n_ctx must be a positive integer or None, got {n_ctx!r}")
         stops = [stop] if isinstance(stop, str) else list(stop or [])
         if any(not isinstance(s, str) or not s for s in stops):
             raise UsageError("stop must be a non-empty string or a list of them")
@@ -250,7 +276,14 @@ class Model:
         else:
             stops += [s for s in self.template.stop if s not in stops]
         prompt_ids = self.backend.tokenize(prompt)
-        budget = max_tokens if max_tokens is not None else max(1, self.backend.n_ctx - len(prompt_ids))
+        context = self.backend.n_ctx
+        if n_ctx is not None and context and n_ctx > context:
+            notes.append(f"n_ctx {n_ctx} is more than the model's context per sequence ({context}): {context} was used")
+        elif n_ctx is not None:
+            context = n_ctx
+        budget = max_tokens if max_tokens is not None else max(1, context - len(prompt_ids))
+        if context != self.backend.n_ctx:  # the runner caps at the backend's context; a smaller one is the request's
+            budget = token_budget(budget, len(prompt_ids), context)
         vocab = self.markers.vocab if tools is not None else self.backend.vocab
         req = _Request(prompt_ids, constraint, vocab, tools, budget, stops, notes, free_text)
         events = ChatStream(self, req, sampling, cancel)
@@ -324,6 +357,7 @@ class ChatStream:
     def __init__(self, model: Model, req: _Request, sampling: Sampling, cancel: threading.Event | None) -> None:
         self.prompt_tokens = len(req.prompt_ids)
         self.warnings = (list(req.constraint.warnings) if req.constraint is not None else []) + req.notes
+        self.logprobs = sampling.logprobs is not None  # the events carry log probabilities
         self._events = self._run(model, req, sampling, cancel)
 
     def __iter__(self) -> ChatStream:
@@ -343,6 +377,7 @@ class ChatStream:
         text = _StopFilter(req.stops)
         calls = CallStream(model.dialect, req.tools) if req.tools is not None else None
         markers = model._marker_texts if calls is not None else {}
+        scored = _Scored(model, markers) if sampling.logprobs is not None else None
         n_tokens, made_calls, reason, first_token_ns = 0, False, "length", 0
         with model._lock if model.scheduler is None else nullcontext():
             gen = model.runner.generate(req.prompt_ids, matcher=matcher, sampling=sampling, max_tokens=req.max_tokens,
@@ -354,11 +389,13 @@ class ChatStream:
                     except StopIteration:
                         reason = "length" if n_tokens >= req.max_tokens else "stop"
                         break
+                    if scored is not None:
+                        scored.add(gen.logprobs[n_tokens])
                     n_tokens += 1
                     first_token_ns = first_token_ns or time.monotonic_ns()
                     marker = markers.get(token)  # a marker token may have no text of its own (a control token)
                     piece = marker if marker is not None else decoder.decode(backend.vocab.token_bytes(token))
-                    for event in _route(piece, calls, text):
+                    for event in _route(piece, calls, text, scored=scored):
                         made_calls = made_calls or isinstance(event, ToolCall)
                         yield event
                     if text.stopped:
@@ -367,7 +404,7 @@ class ChatStream:
             finally:
                 gen.close()  # returns once the generation has let go of the matcher
         complete = matcher is None or matcher.is_accepting()
-        for event in _route(decoder.decode(b"", final=True), calls, text):
+        for event in _route(decoder.decode(b"", final=True), calls, text, scored=scored):
             made_calls = made_calls or isinstance(event, ToolCall)
             yield event
         if matcher is not None and reason == "length" and not complete:
@@ -380,11 +417,11 @@ class ChatStream:
             calls.drain()
             warnings.append(CUT_CALL_WARNING)
         else:
-            for event in _route("", calls, text, final=True):
+            for event in _route("", calls, text, final=True, scored=scored):
                 made_calls = made_calls or isinstance(event, ToolCall)
                 yield event
         if held := text.flush():
-            yield TextDelta(held)
+            yield _scored(TextDelta(held), scored)
         # prose cut by max_tokens is plain truncation: the budget only kept it from opening a call it could not finish
         closed = matcher is not None and matcher.closed_by_budget and (made_calls or not req.free_text)
         if closed:
@@ -395,6 +432,41 @@ class ChatStream:
         usage = {"prompt_tokens": self.prompt_tokens, "completion_tokens": n_tokens,
                  "cached_tokens": gen.reused}
         yield Done(reason, usage, warnings, text.matched, first_token_ns)
+
+
+class _Scored:
+    """Log probabilities of the tokens generated since the last event, as ``Logprob`` values, to attach to the next.
+
+    What no event follows (the tokens of a stop string, of a call cut short and dropped) is not
+    reported: the text it stands for is not in the reply either.
+    """
+
+    def __init__(self, model: Model, markers: Mapping[int, str]) -> None:
+        self.vocab = model.backend.vocab
+        self.markers = markers
+        self.pending: list[Logprob] = []
+
+    def add(self, scored: TokenLogprob) -> None:
+        top = tuple(self._logprob(token, logprob) for token, logprob in scored.top)
+        self.pending.append(dataclasses.replace(self._logprob(scored.token, scored.logprob), top=top))
+
+    def take(self) -> tuple[Logprob, ...]:
+        out, self.pending = tuple(self.pending), []
+        return out
+
+    def _logprob(self, token: int, logprob: float) -> Logprob:
+        raw = self.vocab.token_bytes(token)
+        name = self.markers.get(token) or (None if raw else self.vocab.special_texts.get(token, ""))
+        if name is not None:  # a control token has no bytes of its own: its name stands for it
+            return Logprob(name, name.encode(), logprob)
+        return Logprob(raw.decode("utf-8", "replace"), raw, logprob)
+
+
+def _scored(event: Event, scored: _Scored | None) -> Event:
+    """``event`` carrying the log probabilities pending, where they are asked for."""
+    if scored is None or not scored.pending:
+        return event
+    return dataclasses.replace(event, logprobs=scored.take())
 
 
 class _StopFilter:
@@ -425,32 +497,37 @@ class _StopFilter:
         return out
 
 
-def _route(piece: str, calls: CallStream | None, text: _StopFilter, final: bool = False) -> Iterator[Event]:
-    """``piece`` as events: tool calls read out of it, and the text beside them through the stop filter."""
+def _route(piece: str, calls: CallStream | None, text: _StopFilter, final: bool = False,
+           scored: _Scored | None = None) -> Iterator[Event]:
+    """``piece`` as events: tool calls read out of it, and the text beside them through the stop filter;
+    the first event carries the log probabilities pending (``scored``)."""
     items: list = [piece] if calls is None else calls.feed(piece) + (calls.finish() if final else [])
     for item in items:
         if isinstance(item, str):
             out, stopped = text.feed(item)
             if out:
-                yield TextDelta(out)
+                yield _scored(TextDelta(out), scored)
             if stopped:
                 return
         else:
             if held := text.flush():  # text held back for a stop string that did not come: it precedes the call
-                yield TextDelta(held)
-            yield item
+                yield _scored(TextDelta(held), scored)
+            yield _scored(item, scored)
 
 
 def _collect(events: ChatStream) -> ChatResult:
     parts: list[str] = []
     calls: list[dict[str, Any]] = []
+    logprobs: list[Logprob] | None = [] if events.logprobs else None
     for event in events:
         if isinstance(event, TextDelta):
             parts.append(event.text)
         elif isinstance(event, ToolCall):
             calls.append({"id": event.id, "name": event.name, "arguments": event.arguments})
         else:
-            return ChatResult("".join(parts), calls, event.finish_reason, event.usage, event.warnings)
+            return ChatResult("".join(parts), calls, event.finish_reason, event.usage, event.warnings, logprobs)
+        if logprobs is not None:
+            logprobs += event.logprobs
     raise AssertionError("the event stream ended without Done")
 
 

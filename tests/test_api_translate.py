@@ -86,7 +86,7 @@ def test_openai_chat_request_maps_fields():
     assert r.model == "m" and r.stream and r.options["include_usage"]
     assert r.chat == {"messages": USER, "temperature": 0, "top_p": 0.5, "top_k": 0, "seed": 3, "max_tokens": 9,
                       "stop": ["END"], "frequency_penalty": 0.0, "presence_penalty": 0.0, "min_p": 0.0,
-                      "logit_bias": {}}
+                      "logit_bias": {}, "logprobs": None}
     assert r.warnings == [] and r.constraint_kind == "none"
 
 
@@ -124,8 +124,8 @@ def test_llamay_constraint_fields_in_every_api(fields, kind):
 
 @pytest.mark.parametrize("fields, param", [
     ({"n": 2}, "n"),
-    ({"logprobs": True}, "logprobs"),
-    ({"top_logprobs": 3}, "top_logprobs"),
+    ({"top_logprobs": 3}, "top_logprobs"),  # alternatives need logprobs: true
+    ({"logprobs": True, "top_logprobs": 21}, "top_logprobs"),
     ({"audio": {"voice": "alloy", "format": "wav"}}, "audio"),
     ({"modalities": ["text", "audio"]}, "modalities"),
     ({"logit_bias": {"12": 500}}, "logit_bias.12"),
@@ -287,7 +287,7 @@ def test_ollama_messages_tools_options_format():
         {"id": "", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]
     assert r.chat["messages"][2] == {"role": "tool", "content": "18C", "name": "get_weather"}
     assert r.chat["schema"] == WEATHER and r.chat["max_tokens"] == 7 and r.chat["temperature"] == 0
-    assert r.warnings == ["options.num_ctx is not supported and was ignored"] and not r.stream
+    assert r.chat["n_ctx"] == 2048 and r.warnings == [] and not r.stream
 
 
 def test_ollama_defaults_and_json_format():

@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from ..engine import Done, ToolCall
+from ..engine import MAX_TOP_LOGPROBS, Done, Logprob, ToolCall
 from .errors import ApiError, bad_field, unsupported
 from .fields import DEFAULT_MAX_TOKENS, NDJSON, Body, Constraints, Frame, GenerateRequest
 from .render import Renderer, Timing
@@ -21,9 +21,20 @@ from .render import Renderer, Timing
 DEFAULT_OPTIONS = {"temperature": 0.8, "top_p": 0.9, "top_k": 40, "min_p": 0.0, "repeat_penalty": 1.1,
                    "repeat_last_n": 64, "presence_penalty": 0.0, "frequency_penalty": 0.0}
 
-#: ``options`` that llamay honours; any other option is ignored with a warning.
+#: ``options`` that llamay honours.
 _OPTIONS = ("temperature", "top_p", "top_k", "seed", "num_predict", "stop", "min_p", "repeat_penalty",
-            "repeat_last_n", "presence_penalty", "frequency_penalty")
+            "repeat_last_n", "presence_penalty", "frequency_penalty", "num_ctx")
+
+#: Load-time options: the server fixed them when it started (``llamay serve`` flags). A request's
+#: are accepted, since clients send them, and ignored with a warning that says so.
+_SERVER_OPTIONS = ("numa", "num_batch", "num_gpu", "main_gpu", "low_vram", "f16_kv", "logits_all", "vocab_only",
+                   "use_mmap", "use_mlock", "embedding_only", "num_thread", "num_keep")
+
+#: Samplers llamay does not have, each with the value that turns it off: any other value asks for
+#: sampling that llamay cannot do, and is refused (400). Mirostat's tau and eta do nothing while it is off.
+_OFF = {"mirostat": (0, "Mirostat sampling"), "typical_p": (1.0, "locally typical sampling"),
+        "tfs_z": (1.0, "tail-free sampling")}
+_MIROSTAT_ONLY = ("mirostat_tau", "mirostat_eta")
 
 _IGNORED = ("keep_alive",)
 
@@ -70,10 +81,6 @@ def _common(body: Body) -> tuple[dict[str, Any], list[str], str | None]:
     think = body.get("think", (bool, str))
     if think not in (None, False):
         raise unsupported("think", "thinking")
-    if body.get("logprobs", bool):
-        raise unsupported("logprobs", "log probabilities")
-    if body.get("top_logprobs", int):
-        raise unsupported("top_logprobs", "log probabilities")
     for key in ("width", "height", "steps"):
         if body.get(key, int) is not None:
             raise unsupported(key, "image generation")
@@ -87,8 +94,20 @@ def _common(body: Body) -> tuple[dict[str, Any], list[str], str | None]:
         raise bad_field("format", f'must be "json" or a JSON schema, got {fmt!r}')
     constraints.read_llamay_fields(body)
     chat, warnings = _options(body.child("options"))
+    chat["logprobs"] = _logprobs(body)
     body.ignore(*_IGNORED)
     return {**constraints.kwargs, **chat}, warnings, constraints.field
+
+
+def _logprobs(body: Body) -> int | None:
+    """``logprobs`` (each token's) and ``top_logprobs`` (alternatives per token, 0 to 20, which needs ``logprobs``)."""
+    wanted = body.get("logprobs", bool, False)
+    top = body.get("top_logprobs", int)
+    if top is not None and not 0 <= top <= MAX_TOP_LOGPROBS:
+        raise bad_field("top_logprobs", f"must be 0 to {MAX_TOP_LOGPROBS}, got {top}")
+    if top and not wanted:
+        raise bad_field("top_logprobs", "needs logprobs set to true")
+    return (top or 0) if wanted else None
 
 
 def _options(options: Body | None) -> tuple[dict[str, Any], list[str]]:
@@ -108,9 +127,17 @@ def _options(options: Body | None) -> tuple[dict[str, Any], list[str]]:
             "repeat_penalty": options.number("repeat_penalty", DEFAULT_OPTIONS["repeat_penalty"], low=0.01, high=10.0),
             "repeat_last_n": repeat_last_n,
             "presence_penalty": options.number("presence_penalty", 0.0, low=-2.0, high=2.0),
-            "frequency_penalty": options.number("frequency_penalty", 0.0, low=-2.0, high=2.0)}
-    ignored = [k for k in options.data if k not in _OPTIONS]
-    return chat, [f"options.{k} is not supported and was ignored" for k in ignored]
+            "frequency_penalty": options.number("frequency_penalty", 0.0, low=-2.0, high=2.0),
+            "n_ctx": options.positive_int("num_ctx")}
+    for key, (off, sampler) in _OFF.items():
+        value = options.get(key, (int, float))
+        if value is not None and value != off:
+            raise unsupported(options.path(key), f"{sampler} ({key} {value!r}; {off!r} turns it off)")
+    warnings = [f"options.{k} is set when the server starts (llamay serve's flags); the request's was ignored"
+                for k in _SERVER_OPTIONS if options.data.get(k) is not None]
+    options.ignore(*_SERVER_OPTIONS, *_MIROSTAT_ONLY)
+    return chat, warnings + [f"options.{k} is not supported and was ignored"
+                             for k in options.data if k not in options.seen]
 
 
 def _message(message: Any, where: str) -> dict[str, Any]:
@@ -167,6 +194,8 @@ class OllamaRenderer(Renderer):
                 message["tool_calls"] = [_tool_call(c, self.calls.index(c)) for c in calls]
             line["message"] = message
         line["done"] = done
+        if self.asked_logprobs and not done:
+            line["logprobs"] = [_logprob(lp) for lp in self.fresh_logprobs]
         if self.pending is not None:
             line["llamay_warnings"], self.pending = self.pending, None
         return line
@@ -201,8 +230,16 @@ class OllamaRenderer(Renderer):
     def response(self, done: Done, timing: Timing, warnings: list[str]) -> dict[str, Any]:
         self.pending = None
         line = {**self._line(self.text, self.calls, done=True), **self._final(done, timing)}
+        if self.asked_logprobs:
+            line["logprobs"] = [_logprob(lp) for lp in self.logprobs]
         line["llamay_warnings"] = warnings
         return line
+
+
+def _logprob(lp: Logprob) -> dict[str, Any]:
+    """Ollama's ``Logprob``: the token, its log probability and bytes, and the alternatives'."""
+    return {"token": lp.token, "logprob": lp.logprob, "bytes": list(lp.raw),
+            "top_logprobs": [{"token": alt.token, "logprob": alt.logprob, "bytes": list(alt.raw)} for alt in lp.top]}
 
 
 def _tool_call(call: ToolCall, index: int) -> dict[str, Any]:

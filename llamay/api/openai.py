@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..engine import Done, ToolCall
+from ..engine import MAX_TOP_LOGPROBS, Done, Logprob, ToolCall
 from .errors import ApiError, bad_field, unsupported
 from .fields import DEFAULT_MAX_TOKENS, Body, Constraints, Frame, GenerateRequest, tool_arguments_json
 from .render import Renderer, Timing
@@ -46,6 +46,7 @@ def chat_request(body: Body) -> GenerateRequest:
         "messages": messages,
         **constraints.kwargs,
         **_sampling(body),
+        "logprobs": _chat_logprobs(body),
         "max_tokens": max_tokens or DEFAULT_MAX_TOKENS,
         "stop": body.stop("stop"),
     }
@@ -79,10 +80,14 @@ def completion_request(body: Body) -> GenerateRequest:
         raise unsupported("best_of", "best_of above 1")
     constraints = Constraints()
     constraints.read_llamay_fields(body)
+    logprobs = body.get("logprobs", int)
+    if logprobs is not None and not 0 <= logprobs <= MAX_TOP_LOGPROBS:
+        raise bad_field("logprobs", f"must be 0 to {MAX_TOP_LOGPROBS} (alternatives per token), got {logprobs}")
     chat: dict[str, Any] = {
         "prompt": prompt,
         **constraints.kwargs,
         **_sampling(body),
+        "logprobs": logprobs,
         "max_tokens": body.positive_int("max_tokens") or 16,  # the Completions API's documented default
         "stop": body.stop("stop"),
     }
@@ -92,16 +97,22 @@ def completion_request(body: Body) -> GenerateRequest:
     return GenerateRequest(model, stream, chat, warnings + body.unknown_warnings(), constraints.field, options)
 
 
+def _chat_logprobs(body: Body) -> int | None:
+    """``logprobs`` (true: each token's) and ``top_logprobs`` (alternatives per token, which needs ``logprobs``)."""
+    wanted = body.get("logprobs", bool, False)
+    top = body.get("top_logprobs", int)
+    if top is not None and not 0 <= top <= MAX_TOP_LOGPROBS:
+        raise bad_field("top_logprobs", f"must be 0 to {MAX_TOP_LOGPROBS}, got {top}")
+    if top and not wanted:
+        raise bad_field("top_logprobs", "needs logprobs set to true")
+    return (top or 0) if wanted else None
+
+
 def _refuse_unsupported(body: Body, warnings: list[str]) -> None:
-    """``n`` > 1 and log probabilities change what the answer is: 400."""
+    """``n`` > 1 changes what the answer is: 400."""
     n = body.positive_int("n")
     if n is not None and n > 1:
         raise unsupported("n", "more than one choice")
-    logprobs = body.get("logprobs", (bool, int))
-    if logprobs is not None and logprobs is not False:
-        raise unsupported("logprobs", "log probabilities")
-    if body.get("top_logprobs", int):
-        raise unsupported("top_logprobs", "log probabilities")
     for key in ("reasoning_effort", "verbosity"):
         if body.get(key, str) is not None:
             warnings.append(f"{key} is not supported and was ignored")
@@ -176,11 +187,13 @@ class ChatRenderer(Renderer):
 
     id_prefix = "chatcmpl-"
 
-    def _chunk(self, delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+    def _chunk(self, delta: dict[str, Any], finish_reason: str | None = None,
+               logprobs: tuple[Logprob, ...] = ()) -> dict[str, Any]:
+        scored = _chat_logprobs_object(logprobs) if logprobs else None
         chunk = {
             "id": self.id, "object": "chat.completion.chunk", "created": int(self.created), "model": self.model,
             "system_fingerprint": None,
-            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}],
+            "choices": [{"index": 0, "delta": delta, "logprobs": scored, "finish_reason": finish_reason}],
         }
         if self.request.options.get("include_usage"):
             chunk["usage"] = None
@@ -193,10 +206,10 @@ class ChatRenderer(Renderer):
         return [Frame(chunk)]
 
     def on_text(self, text: str) -> list[Frame]:
-        return [Frame(self._chunk({"content": text}))]
+        return [Frame(self._chunk({"content": text}, logprobs=self.fresh_logprobs))]
 
     def on_call(self, call: ToolCall, index: int) -> list[Frame]:
-        return [Frame(self._chunk({"tool_calls": [{"index": index, **_tool_call(call)}]}))]
+        return [Frame(self._chunk({"tool_calls": [{"index": index, **_tool_call(call)}]}, logprobs=call.logprobs))]
 
     def finish(self, done: Done, timing: Timing) -> list[Frame]:
         chunk = self._chunk({}, done.finish_reason)
@@ -218,7 +231,8 @@ class ChatRenderer(Renderer):
         return {
             "id": self.id, "object": "chat.completion", "created": int(self.created), "model": self.model,
             "system_fingerprint": None,
-            "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": done.finish_reason}],
+            "choices": [{"index": 0, "message": message, "finish_reason": done.finish_reason,
+                         "logprobs": _chat_logprobs_object(self.logprobs) if self.asked_logprobs else None}],
             "usage": _usage(done),
             "llamay_warnings": warnings,
         }
@@ -229,11 +243,13 @@ class CompletionRenderer(Renderer):
 
     id_prefix = "cmpl-"
 
-    def _chunk(self, text: str, finish_reason: str | None = None) -> dict[str, Any]:
+    def _chunk(self, text: str, finish_reason: str | None = None, logprobs: tuple[Logprob, ...] | None = None,
+               offset: int = 0) -> dict[str, Any]:
+        scored = _completion_logprobs_object(logprobs, offset) if logprobs is not None else None
         chunk = {
             "id": self.id, "object": "text_completion", "created": int(self.created), "model": self.model,
             "system_fingerprint": None,
-            "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}],
+            "choices": [{"index": 0, "text": text, "logprobs": scored, "finish_reason": finish_reason}],
         }
         if self.request.options.get("include_usage"):
             chunk["usage"] = None
@@ -246,7 +262,9 @@ class CompletionRenderer(Renderer):
         return [Frame(chunk)]
 
     def on_text(self, text: str) -> list[Frame]:
-        return [Frame(self._chunk(text))]
+        offset = len(self.request.options.get("echo", "")) + len(self.text) - len(text)
+        return [Frame(self._chunk(text, logprobs=self.fresh_logprobs if self.asked_logprobs else None,
+                                  offset=offset))]
 
     def on_call(self, call: ToolCall, index: int) -> list[Frame]:
         return []  # no tools are offered on this route
@@ -264,8 +282,30 @@ class CompletionRenderer(Renderer):
         return [Frame(error_body(error))]
 
     def response(self, done: Done, timing: Timing, warnings: list[str]) -> dict[str, Any]:
-        text = self.request.options.get("echo", "") + self.text
-        return {**self._chunk(text, _completion_reason(done)), "usage": _usage(done), "llamay_warnings": warnings}
+        echo = self.request.options.get("echo", "")
+        logprobs = tuple(self.logprobs) if self.asked_logprobs else None
+        return {**self._chunk(echo + self.text, _completion_reason(done), logprobs, len(echo)), "usage": _usage(done),
+                "llamay_warnings": warnings}
+
+
+def _chat_logprobs_object(logprobs) -> dict[str, Any]:
+    """Chat Completions' ``logprobs``: ``content``, a ``ChatCompletionTokenLogprob`` per token."""
+    return {"content": [{**_token(lp), "top_logprobs": [_token(alt) for alt in lp.top]} for lp in logprobs],
+            "refusal": None}
+
+
+def _token(lp: Logprob) -> dict[str, Any]:
+    return {"token": lp.token, "logprob": lp.logprob, "bytes": list(lp.raw)}
+
+
+def _completion_logprobs_object(logprobs, offset: int) -> dict[str, Any]:
+    """The Completions API's ``logprobs``: parallel lists, and each token's offset into the choice's text."""
+    offsets = []
+    for lp in logprobs:
+        offsets.append(offset)
+        offset += len(lp.token)
+    return {"tokens": [lp.token for lp in logprobs], "token_logprobs": [lp.logprob for lp in logprobs],
+            "top_logprobs": [{alt.token: alt.logprob for alt in lp.top} for lp in logprobs], "text_offset": offsets}
 
 
 def _completion_reason(done: Done) -> str:

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ..engine import Done, TextDelta, ToolCall
+from ..engine import Done, Logprob, TextDelta, ToolCall
 from .errors import ApiError
 from .fields import SSE, Frame, GenerateRequest
 
@@ -64,6 +64,9 @@ class Renderer:
         self.text_parts: list[str] = []
         self.calls: list[ToolCall] = []
         self.sent_warnings: list[str] = []
+        self.asked_logprobs = request.chat.get("logprobs") is not None
+        self.logprobs: list[Logprob] = []  # every event's so far
+        self.fresh_logprobs: tuple[Logprob, ...] = ()  # those of the event being rendered
 
     @property
     def text(self) -> str:
@@ -76,6 +79,8 @@ class Renderer:
         return []
 
     def event(self, event: TextDelta | ToolCall) -> list[Frame]:
+        self.fresh_logprobs = event.logprobs
+        self.logprobs += event.logprobs
         if isinstance(event, TextDelta):
             self.text_parts.append(event.text)
             return self.on_text(event.text)

@@ -20,7 +20,7 @@ from .._core.bitmask import allocate_bitmask, apply_bitmask
 from .._core.matcher import Matcher
 from ..errors import InternalError, LlamayError
 from ..vocab import Vocabulary
-from .sampling import Sampling, adjust, sample
+from .sampling import Sampling, TokenLogprob, adjust, sample, token_logprob
 
 
 class ContextLengthError(LlamayError):
@@ -31,13 +31,15 @@ class TokenStream(Iterator[int]):
     """One generation's token ids, as they come; ``close()`` ends it early.
 
     ``reused``: prompt tokens taken from a prompt cache rather than evaluated (known once the
-    first token has come).
+    first token has come). ``logprobs``: where the sampling asked for them, entry ``i`` is token
+    ``i``'s, there once the token has come.
     """
 
     reused: int = 0
 
-    def __init__(self, tokens: Iterator[int]) -> None:
+    def __init__(self, tokens: Iterator[int], logprobs: list[TokenLogprob] | None = None) -> None:
         self._tokens = tokens
+        self.logprobs: list[TokenLogprob] = [] if logprobs is None else logprobs
 
     def __next__(self) -> int:
         return next(self._tokens)
@@ -50,11 +52,12 @@ class TokenStream(Iterator[int]):
 
 def choose_token(logits: np.ndarray, vocab_size: int, matcher: Matcher | None, mask: np.ndarray | None,
                  sampling: Sampling, rng: np.random.Generator, prompt: Sequence[int] = (),
-                 reply: Sequence[int] = ()) -> int:
+                 reply: Sequence[int] = ()) -> tuple[int, TokenLogprob | None]:
     """Sample from ``logits`` (modified in place) under ``mask`` (already filled), and accept it in ``matcher``.
 
     Ids past ``vocab_size`` (padding in the runtime's output) are never allowed under a mask.
     ``prompt`` and ``reply`` (the tokens generated so far) feed the repetition penalties.
+    Returns the token, and its log probability where ``sampling.logprobs`` asks for one.
     """
     if matcher is not None:
         apply_bitmask(logits[:vocab_size] if logits.shape[0] > vocab_size else logits, mask)
@@ -65,7 +68,9 @@ def choose_token(logits: np.ndarray, vocab_size: int, matcher: Matcher | None, m
     token = sample(logits, sampling, rng)
     if matcher is not None and not matcher.accept_token(token):
         raise InternalError(f"sampled token {token} that the mask allowed but the matcher refused")
-    return token
+    if sampling.logprobs is None:
+        return token, None
+    return token, token_logprob(logits, token, sampling.logprobs, sampling.temperature)
 
 
 def token_budget(max_tokens: int, prompt_len: int, n_ctx: int) -> int:
@@ -144,11 +149,12 @@ class SteppedBackend(Backend):
         closes the document within the budget (``max_tokens``, or what the context still holds);
         ``matcher.closed_by_budget`` tells afterwards whether it had to.
         """
+        logprobs: list[TokenLogprob] = []
         return TokenStream(self._steps(prompt, token_budget(max_tokens, len(prompt), self.n_ctx), matcher,
-                                       sampling, cancel))
+                                       sampling, cancel, logprobs), logprobs)
 
     def _steps(self, prompt: list[int], budget: int, matcher: Matcher | None, sampling: Sampling,
-               cancel: threading.Event | None) -> Iterator[int]:
+               cancel: threading.Event | None, logprobs: list[TokenLogprob]) -> Iterator[int]:
         self.begin(prompt)
         eos = set(self.vocab.eos_ids)
         mask = allocate_bitmask(self.vocab.size) if matcher is not None else None
@@ -160,10 +166,12 @@ class SteppedBackend(Backend):
             logits = self.logits()
             if matcher is not None:
                 matcher.fill_next_token_bitmask(mask, tokens_left=budget - i)
-            token = choose_token(logits, self.vocab.size, matcher, mask, sampling, rng, prompt, reply)
+            token, logprob = choose_token(logits, self.vocab.size, matcher, mask, sampling, rng, prompt, reply)
             if token in eos:
                 return
             reply.append(token)
+            if logprob is not None:
+                logprobs.append(logprob)
             yield token
             self.feed(token)
 

@@ -7,7 +7,9 @@ is a space, a model set on writing two tool calls in a row).
 
 Its logits rank tokens in tiers: the longest token that continues ``script`` (text it is
 set on writing) first, then EOS once the script is written, then the ``ScriptedScorer``'s
-favourites (e.g. runs of spaces), then everything else. Under a constraint the mask removes
+favourites (e.g. runs of spaces), then everything else. The tiers are millions apart, so no
+sampling setting reorders them; ``scale`` brings them close (``1e-6``: 3, 2 and 1), so that a
+penalty or a bias can. Under a constraint the mask removes
 what the grammar refuses, so what comes out is exactly what the constraint makes of a model
 that insists.
 """
@@ -57,7 +59,8 @@ _SCRIPT, _EOS, _FAVOURITE = 3e6, 2e6, 1e6  # logit tiers: script, then EOS, then
 class FixtureBackend(SteppedBackend):
     name = "fixture"
 
-    def __init__(self, vocab: Vocabulary, *, prefer: bytes = b" ", script: bytes = b"", model_id: str = "fixture"):
+    def __init__(self, vocab: Vocabulary, *, prefer: bytes = b" ", script: bytes = b"", model_id: str = "fixture",
+                 scale: float = 1.0):
         self.vocab = vocab
         self.model_id = model_id
         self.script = script
@@ -69,7 +72,8 @@ class FixtureBackend(SteppedBackend):
         base = np.full(vocab.size, -1.0, np.float32)
         favourites = ScriptedScorer(vocab, prefer).favourites
         base[favourites] = _FAVOURITE - np.arange(favourites.size, dtype=np.float32)
-        self._base = base
+        self._base = base * np.float32(scale)
+        self._scale = scale
         self._written = b""
         self._logits = base.copy()
 
@@ -100,11 +104,11 @@ class FixtureBackend(SteppedBackend):
         self._logits[:] = self._base
         rest = self.script[len(self._written):] if self.script.startswith(self._written) else b""
         if self.script and not rest and self._written:
-            self._logits[list(self.vocab.eos_ids)] = _EOS
+            self._logits[list(self.vocab.eos_ids)] = _EOS * self._scale
         for n in range(min(self._longest, len(rest)), 0, -1):
             tok = self._by_bytes.get(rest[:n])
             if tok is not None:
-                self._logits[tok] = _SCRIPT + n
+                self._logits[tok] = (_SCRIPT + n) * self._scale
         return self._logits
 
 

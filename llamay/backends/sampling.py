@@ -11,6 +11,12 @@ The penalties follow their APIs: ``frequency_penalty`` and ``presence_penalty`` 
 subtract, for each token already in the reply, its count times the first plus the second;
 ``repeat_penalty`` (llama.cpp, Ollama) divides a positive logit and multiplies a negative one
 for each token among the last ``repeat_last_n`` of prompt and reply (-1: all of them).
+
+Log probabilities (``token_logprob``) are those of the distribution sampled: the softmax of the
+masked, penalized logits over the temperature, before top-k, top-p and min-p cut it (as
+OpenAI's and llama-server's are). Greedy decoding has no temperature to divide by; its log
+probabilities are taken at temperature 1, the distribution whose arg-max it takes. A token the
+constraint refused has none: it never appears among the alternatives.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ class Sampling:
     repeat_penalty: float = 1.0
     repeat_last_n: int = 64
     logit_bias: tuple[tuple[int, float], ...] = ()  # (token id, bias) pairs
+    logprobs: int | None = None  # None: none reported; k: the sampled token's, and the k likeliest alternatives
 
     def rng(self) -> np.random.Generator:
         return np.random.default_rng(self.seed)
@@ -66,6 +73,32 @@ def last_tokens(prompt: Sequence[int], reply: Sequence[int], n: int) -> list[int
     tail = list(reply[max(0, len(reply) - n):])
     need = n - len(tail)
     return [*prompt[max(0, len(prompt) - need):], *tail] if need > 0 else tail
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    """A sampled token's log probability; ``top``: the alternatives' (token id, log probability), likeliest first."""
+
+    token: int
+    logprob: float
+    top: tuple[tuple[int, float], ...] = ()
+
+
+def token_logprob(logits: np.ndarray, token: int, k: int, temperature: float) -> TokenLogprob:
+    """``token``'s log probability under ``logits`` (masked and penalized) at ``temperature``, and the top ``k``."""
+    scale = temperature if temperature > 0.0 else 1.0
+    candidates = np.flatnonzero(logits > -np.inf)
+    scores = logits[candidates].astype(np.float64) / scale
+    peak = scores.max()
+    log_total = peak + np.log(np.exp(scores - peak).sum())
+    chosen = float(logits[token]) / scale - log_total
+    top: tuple[tuple[int, float], ...] = ()
+    if k > 0:
+        k = min(k, candidates.size)
+        best = np.argpartition(scores, -k)[-k:]
+        best = best[np.lexsort((candidates[best], -scores[best]))]  # likeliest first, ties by id
+        top = tuple((int(candidates[i]), float(scores[i] - log_total)) for i in best)
+    return TokenLogprob(token, min(0.0, chosen), top)
 
 
 def sample(logits: np.ndarray, sampling: Sampling, rng: np.random.Generator) -> int:

@@ -30,7 +30,7 @@ from typing import Any
 from .._core.bitmask import allocate_bitmask
 from .._core.matcher import Matcher
 from ..backends.base import BatchBackend, TokenStream, choose_token, token_budget
-from ..backends.sampling import Sampling
+from ..backends.sampling import Sampling, TokenLogprob
 from .slots import Event, Slot, State, choose_slot
 
 #: Prompt tokens a step evaluates while other slots generate: a step of 128 prompt tokens costs
@@ -56,6 +56,7 @@ class Job:
         self.reply: list[int] = []  # those tokens, where a repetition penalty needs them
         self.pending = -1  # the token sampled last, to be evaluated next step
         self.reused = 0  # prompt tokens the slot already held
+        self.logprobs: list[TokenLogprob] = []  # each sent token's, where the sampling asks
         self.closed = False  # the consumer stopped reading
         self.out: queue.SimpleQueue[Any] = queue.SimpleQueue()
 
@@ -68,6 +69,7 @@ class JobStream(TokenStream):
     """The consumer's side of a ``Job``: its tokens, in order, then the end or the error that ended it."""
 
     def __init__(self, job: Job) -> None:
+        super().__init__(iter(()), job.logprobs)
         self.job = job
         self._ended = False
 
@@ -235,7 +237,7 @@ class Scheduler:
     def _sample(self, slot: Slot, index: int) -> None:
         job = slot.job
         try:
-            token = choose_token(self.backend.logits_at(index), self.backend.vocab.size, job.matcher, job.mask,
+            token, logprob = choose_token(self.backend.logits_at(index), self.backend.vocab.size, job.matcher, job.mask,
                                  job.sampling, job.rng, job.prompt, job.reply)
         except Exception as exc:
             self._end(slot, Event.FAIL, exc)
@@ -243,6 +245,8 @@ class Scheduler:
         if token in self._eos:
             self._end(slot, Event.FINISH)
             return
+        if logprob is not None:
+            job.logprobs.append(logprob)  # before the token: the consumer reads it once the token comes
         job.out.put(token)
         job.produced += 1
         if job.sampling.adjusts:
