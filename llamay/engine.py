@@ -24,7 +24,7 @@ from typing import Any
 
 from ._core.automaton import CompiledGrammar
 from ._core.matcher import Matcher
-from .backends import Backend, BatchBackend, Sampling, load_backend
+from .backends import Backend, BatchBackend, Sampling, TokenStream, load_backend
 from .backends.base import token_budget
 from .backends.sampling import TokenLogprob
 from .chat import CallStream, ChatTemplate, ToolCall, named, normalize_tools
@@ -51,6 +51,9 @@ _GRAMMAR_CACHE_SIZE = 64
 
 #: The most alternatives ``logprobs`` may ask for per token (OpenAI's ``top_logprobs`` bound).
 MAX_TOP_LOGPROBS = 20
+
+#: The most choices one request may ask for (``n``): each takes a slot while it generates.
+MAX_CHOICES = 16
 
 
 @dataclass(frozen=True)
@@ -161,7 +164,8 @@ class Model:
         logit_bias: Mapping[int, float] | None = None,
         logprobs: int | None = None,
         n_ctx: int | None = None,
-    ) -> ChatResult | ChatStream:
+        n: int = 1,
+    ) -> ChatResult | ChatStream | list[ChatResult] | list[ChatStream]:
         """Generate a reply; ``stream=True`` returns a ``ChatStream`` of ``TextDelta``, ``ToolCall`` and ``Done``.
 
         At most one constraint (``schema``, ``grammar``, ``lexicon``, ``json``: ``True`` for any
@@ -177,7 +181,9 @@ class Model:
         log probability with that many alternatives (0 to 20), on the events (``TextDelta`` and
         ``ToolCall``) and as ``ChatResult.logprobs``. ``n_ctx`` caps the context this request fills
         (prompt and reply) below the model's own (a larger one is the model's, with a warning).
-        Raises ``SchemaError`` / ``GrammarError`` for a refused constraint and ``UsageError`` for
+        ``n`` > 1 returns a list of ``n`` choices (results, or streams), each sampled on its own (with
+        ``seed`` given, choice ``i`` uses ``seed + i``) from one evaluation of the prompt where the
+        backend batches. Raises ``SchemaError`` / ``GrammarError`` for a refused constraint and ``UsageError`` for
         misuse, before any token is generated.
         """
         tool_list = normalize_tools(tools)
@@ -188,7 +194,7 @@ class Model:
         free_text = bool(tool_list) and schema is None and grammar is None and lexicon is None and not json
         sampling = self._sampling(temperature, top_p, top_k, seed, min_p, frequency_penalty, presence_penalty,
                                   repeat_penalty, repeat_last_n, logit_bias, logprobs)
-        return self._generate(prompt, constraint, names, max_tokens, stop, sampling, stream, cancel, n_ctx,
+        return self._generate(prompt, constraint, names, max_tokens, stop, sampling, stream, cancel, n_ctx, n,
                               free_text)
 
     def complete(
@@ -215,7 +221,8 @@ class Model:
         logit_bias: Mapping[int, float] | None = None,
         logprobs: int | None = None,
         n_ctx: int | None = None,
-    ) -> ChatResult | ChatStream:
+        n: int = 1,
+    ) -> ChatResult | ChatStream | list[ChatResult] | list[ChatStream]:
         """Continue raw ``prompt`` text, without the chat template (``/v1/completions``, Ollama ``raw``).
 
         The prompt is the client's own text in the model's format, so control-token text in it
@@ -225,7 +232,7 @@ class Model:
         constraint = self._pick_constraint(schema, grammar, lexicon, json, [], "none", None, False)
         sampling = self._sampling(temperature, top_p, top_k, seed, min_p, frequency_penalty, presence_penalty,
                                   repeat_penalty, repeat_last_n, logit_bias, logprobs)
-        return self._generate(prompt, constraint, None, max_tokens, stop, sampling, stream, cancel, n_ctx)
+        return self._generate(prompt, constraint, None, max_tokens, stop, sampling, stream, cancel, n_ctx, n)
 
     # -- request preparation (everything that can fail before generation) -------------------
     def _sampling(self, temperature, top_p, top_k, seed, min_p, frequency_penalty, presence_penalty, repeat_penalty,
@@ -258,7 +265,7 @@ class Model:
             raise UsageError(f"one constraint at a time: {' and '.join(chosen)} were both given")
         return self._constraint(schema, grammar, lexicon, json_, tools, mode, name, parallel)
 
-    def _generate(self, prompt, constraint, tools, max_tokens, stop, sampling, stream, cancel, n_ctx,
+    def _generate(self, prompt, constraint, tools, max_tokens, stop, sampling, stream, cancel, n_ctx, n,
                   free_text=False):
         """Run the generation; stop strings apply to free text: all of an unconstrained output, and
         the text beside tool calls (``free_text``), never inside a call or a constrained document."""
@@ -266,6 +273,8 @@ class Model:
             raise UsageError(f"max_tokens must be a positive integer or None, got {max_tokens!r}")
         if n_ctx is not None and (type(n_ctx) is not int or n_ctx < 1):
             raise UsageError(f"n_ctx must be a positive integer or None, got {n_ctx!r}")
+        if type(n) is not int or not 1 <= n <= MAX_CHOICES:
+            raise UsageError(f"n must be 1 to {MAX_CHOICES} choices, got {n!r}")
         stops = [stop] if isinstance(stop, str) else list(stop or [])
         if any(not isinstance(s, str) or not s for s in stops):
             raise UsageError("stop must be a non-empty string or a list of them")
@@ -286,8 +295,14 @@ class Model:
             budget = token_budget(budget, len(prompt_ids), context)
         vocab = self.markers.vocab if tools is not None else self.backend.vocab
         req = _Request(prompt_ids, constraint, vocab, tools, budget, stops, notes, free_text)
-        events = ChatStream(self, req, sampling, cancel)
-        return events if stream else _collect(events)
+        if n == 1:
+            events = ChatStream(self, req, sampling, cancel)
+            return events if stream else _collect(events)
+        samplings = [dataclasses.replace(sampling, seed=None if sampling.seed is None else sampling.seed + i)
+                     for i in range(n)]
+        choices = _Choices(self, req, cancel) if self.scheduler is not None else None
+        streams = [ChatStream(self, req, each, cancel, choices) for each in samplings]
+        return streams if stream else [_collect(events) for events in streams]
 
     def _constraint(self, schema, grammar, lexicon, json_, tools, mode, name, parallel) -> CompiledGrammar | None:
         """The request's constraint, compiled (or cached) within one compile budget, whatever it carries."""
@@ -354,10 +369,14 @@ class ChatStream:
     where its backend runs one generation at a time); ``close()`` ends it early.
     """
 
-    def __init__(self, model: Model, req: _Request, sampling: Sampling, cancel: threading.Event | None) -> None:
+    def __init__(self, model: Model, req: _Request, sampling: Sampling, cancel: threading.Event | None,
+                 choices: _Choices | None = None) -> None:
         self.prompt_tokens = len(req.prompt_ids)
         self.warnings = (list(req.constraint.warnings) if req.constraint is not None else []) + req.notes
         self.logprobs = sampling.logprobs is not None  # the events carry log probabilities
+        self.matcher = Matcher(req.constraint, req.vocab) if req.constraint is not None else None
+        self._choices = choices
+        self._index = choices.add(self.matcher, sampling) if choices is not None else 0
         self._events = self._run(model, req, sampling, cancel)
 
     def __iter__(self) -> ChatStream:
@@ -368,10 +387,12 @@ class ChatStream:
 
     def close(self) -> None:
         self._events.close()
+        if self._choices is not None:  # never iterated, it may still be generating among the others
+            self._choices.close(self._index)
 
     def _run(self, model: Model, req: _Request, sampling: Sampling, cancel: threading.Event | None) -> Iterator[Event]:
         backend = model.backend
-        matcher = Matcher(req.constraint, req.vocab) if req.constraint is not None else None
+        matcher = self.matcher
         warnings = list(self.warnings)
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         text = _StopFilter(req.stops)
@@ -380,8 +401,8 @@ class ChatStream:
         scored = _Scored(model, markers) if sampling.logprobs is not None else None
         n_tokens, made_calls, reason, first_token_ns = 0, False, "length", 0
         with model._lock if model.scheduler is None else nullcontext():
-            gen = model.runner.generate(req.prompt_ids, matcher=matcher, sampling=sampling, max_tokens=req.max_tokens,
-                                  cancel=cancel)
+            gen = self._choices.stream(self._index) if self._choices is not None else model.runner.generate(
+                req.prompt_ids, matcher=matcher, sampling=sampling, max_tokens=req.max_tokens, cancel=cancel)
             try:
                 while True:
                     try:
@@ -432,6 +453,35 @@ class ChatStream:
         usage = {"prompt_tokens": self.prompt_tokens, "completion_tokens": n_tokens,
                  "cached_tokens": gen.reused}
         yield Done(reason, usage, warnings, text.matched, first_token_ns)
+
+
+class _Choices:
+    """The token streams of one request's choices on a scheduler: queued together when the first is read,
+    so that the prompt is evaluated once (``Scheduler.generate_choices``)."""
+
+    def __init__(self, model: Model, req: _Request, cancel: threading.Event | None) -> None:
+        self.scheduler = model.scheduler
+        self.req = req
+        self.cancel = cancel
+        self.entries: list[tuple[Matcher | None, Sampling]] = []
+        self.streams: list[TokenStream] | None = None
+        self.lock = threading.Lock()
+
+    def add(self, matcher: Matcher | None, sampling: Sampling) -> int:
+        self.entries.append((matcher, sampling))
+        return len(self.entries) - 1
+
+    def stream(self, index: int) -> TokenStream:
+        with self.lock:
+            if self.streams is None:
+                self.streams = self.scheduler.generate_choices(self.req.prompt_ids, self.entries,
+                                                               max_tokens=self.req.max_tokens, cancel=self.cancel)
+            return self.streams[index]
+
+    def close(self, index: int) -> None:
+        with self.lock:
+            if self.streams is not None:
+                self.streams[index].close()
 
 
 class _Scored:

@@ -189,7 +189,7 @@ def test_openai_errors(oai):
         oai.chat.completions.create(model="gpt-4o", messages=USER, max_tokens=5)
     assert info.value.body["code"] == "model_not_found"
     with pytest.raises(openai.BadRequestError) as info:
-        oai.chat.completions.create(model="default", messages=USER, n=2)
+        oai.chat.completions.create(model="default", messages=USER, n=99)
     assert info.value.body["param"] == "n"
     schema = {"type": "object", "properties": {"a": {"not": {}}}}
     with pytest.raises(openai.BadRequestError) as info:

@@ -86,7 +86,7 @@ def test_openai_chat_request_maps_fields():
     assert r.model == "m" and r.stream and r.options["include_usage"]
     assert r.chat == {"messages": USER, "temperature": 0, "top_p": 0.5, "top_k": 0, "seed": 3, "max_tokens": 9,
                       "stop": ["END"], "frequency_penalty": 0.0, "presence_penalty": 0.0, "min_p": 0.0,
-                      "logit_bias": {}, "logprobs": None}
+                      "logit_bias": {}, "logprobs": None, "n": 1}
     assert r.warnings == [] and r.constraint_kind == "none"
 
 
@@ -123,7 +123,7 @@ def test_llamay_constraint_fields_in_every_api(fields, kind):
 
 
 @pytest.mark.parametrize("fields, param", [
-    ({"n": 2}, "n"),
+    ({"n": 17}, "n"),
     ({"top_logprobs": 3}, "top_logprobs"),  # alternatives need logprobs: true
     ({"logprobs": True, "top_logprobs": 21}, "top_logprobs"),
     ({"audio": {"voice": "alloy", "format": "wav"}}, "audio"),

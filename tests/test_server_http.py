@@ -226,8 +226,8 @@ def test_refused_schema_and_grammar_name_where(server):
 
 
 def test_unsupported_field_is_400_naming_it(server):
-    status, _, err = request(server.port, "POST", "/v1/chat/completions", {**CHAT, "n": 3})
-    assert status == 400 and err["error"]["param"] == "n"
+    status, _, err = request(server.port, "POST", "/v1/chat/completions", {**CHAT, "audio": {"voice": "alloy"}})
+    assert status == 400 and err["error"]["param"] == "audio"
 
 
 def read_events(response):
@@ -339,7 +339,7 @@ def test_client_disconnect_cancels_generation(server, backend, streaming):
 def test_keep_alive_across_routes_and_errors(server):
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
     calls = [("GET", "/v1/models", None, 200), ("POST", "/v1/chat/completions", CHAT, 200),
-             ("POST", "/v1/chat/completions", {**CHAT, "n": 2}, 400), ("POST", "/api/generate",
+             ("POST", "/v1/chat/completions", {**CHAT, "n": 99}, 400), ("POST", "/api/generate",
                                                                         {"model": "default", "prompt": "x",
                                                                          "stream": False}, 200),
              ("GET", "/nowhere", None, 404), ("POST", "/v1/messages", MESSAGES, 200)]

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..engine import MAX_TOP_LOGPROBS, Done, Logprob, ToolCall
+from ..engine import MAX_CHOICES, MAX_TOP_LOGPROBS, Done, Logprob, ToolCall
 from .errors import ApiError, bad_field, unsupported
 from .fields import DEFAULT_MAX_TOKENS, Body, Constraints, Frame, GenerateRequest, tool_arguments_json
-from .render import Renderer, Timing
+from .render import Choice, Renderer, Timing
 
 #: OpenAI's documented defaults, so a request that leaves them out samples as it would there.
 DEFAULT_TEMPERATURE = 1.0
@@ -28,7 +28,7 @@ def chat_request(body: Body) -> GenerateRequest:
     model = body.get("model", str, "")
     messages = body.get("messages", list, required=True)
     warnings: list[str] = []
-    _refuse_unsupported(body, warnings)
+    _warn_unsupported(body, warnings)
     for key in ("functions", "function_call"):
         if body.get(key, (list, str, dict)):
             raise unsupported(key, "the legacy functions API (use tools and tool_choice)")
@@ -47,6 +47,7 @@ def chat_request(body: Body) -> GenerateRequest:
         **constraints.kwargs,
         **_sampling(body),
         "logprobs": _chat_logprobs(body),
+        "n": _choices(body),
         "max_tokens": max_tokens or DEFAULT_MAX_TOKENS,
         "stop": body.stop("stop"),
     }
@@ -72,7 +73,7 @@ def completion_request(body: Body) -> GenerateRequest:
             raise unsupported("prompt", "an array of prompts or token ids (send one string)")
         prompt = prompt[0]
     warnings: list[str] = []
-    _refuse_unsupported(body, warnings)
+    _warn_unsupported(body, warnings)
     if body.get("suffix", str):
         raise unsupported("suffix", "fill-in-the-middle")
     best_of = body.get("best_of", int)
@@ -88,6 +89,7 @@ def completion_request(body: Body) -> GenerateRequest:
         **constraints.kwargs,
         **_sampling(body),
         "logprobs": logprobs,
+        "n": _choices(body),
         "max_tokens": body.positive_int("max_tokens") or 16,  # the Completions API's documented default
         "stop": body.stop("stop"),
     }
@@ -108,11 +110,16 @@ def _chat_logprobs(body: Body) -> int | None:
     return (top or 0) if wanted else None
 
 
-def _refuse_unsupported(body: Body, warnings: list[str]) -> None:
-    """``n`` > 1 changes what the answer is: 400."""
-    n = body.positive_int("n")
-    if n is not None and n > 1:
-        raise unsupported("n", "more than one choice")
+def _choices(body: Body) -> int:
+    """``n``: how many choices, each a slot's generation from one evaluation of the prompt."""
+    n = body.positive_int("n", 1)
+    if n > MAX_CHOICES:
+        raise bad_field("n", f"must be 1 to {MAX_CHOICES}, got {n}")
+    return n
+
+
+def _warn_unsupported(body: Body, warnings: list[str]) -> None:
+    """Fields that ask for what llamay does not do and would change little: ignored with a warning."""
     for key in ("reasoning_effort", "verbosity"):
         if body.get(key, str) is not None:
             warnings.append(f"{key} is not supported and was ignored")
@@ -176,10 +183,13 @@ def _include_usage(body: Body, stream: bool) -> bool:
     return bool(options.get("include_usage", bool, False)) and stream
 
 
-def _usage(done: Done) -> dict[str, int]:
-    prompt, completion = done.usage["prompt_tokens"], done.usage["completion_tokens"]
+def _usage(choices: list[Choice]) -> dict[str, int]:
+    """The prompt once (its choices share its evaluation), the completions of every choice."""
+    first = choices[0].done.usage
+    prompt = first["prompt_tokens"]
+    completion = sum(c.done.usage["completion_tokens"] for c in choices)
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
-            "prompt_tokens_details": {"cached_tokens": done.usage.get("cached_tokens", 0)}}
+            "prompt_tokens_details": {"cached_tokens": first.get("cached_tokens", 0)}}
 
 
 class ChatRenderer(Renderer):
@@ -193,7 +203,7 @@ class ChatRenderer(Renderer):
         chunk = {
             "id": self.id, "object": "chat.completion.chunk", "created": int(self.created), "model": self.model,
             "system_fingerprint": None,
-            "choices": [{"index": 0, "delta": delta, "logprobs": scored, "finish_reason": finish_reason}],
+            "choices": [{"index": self.at, "delta": delta, "logprobs": scored, "finish_reason": finish_reason}],
         }
         if self.request.options.get("include_usage"):
             chunk["usage"] = None
@@ -211,31 +221,39 @@ class ChatRenderer(Renderer):
     def on_call(self, call: ToolCall, index: int) -> list[Frame]:
         return [Frame(self._chunk({"tool_calls": [{"index": index, **_tool_call(call)}]}, logprobs=call.logprobs))]
 
-    def finish(self, done: Done, timing: Timing) -> list[Frame]:
+    def on_choice_end(self, done: Done) -> list[Frame]:
         chunk = self._chunk({}, done.finish_reason)
         if late := self.late_warnings(done):
             chunk["llamay_warnings"] = late
-        frames = [Frame(chunk)]
+        return [Frame(chunk)]
+
+    def finish(self, done: Done, timing: Timing) -> list[Frame]:
+        choices = self.ended(done)
+        frames = self.on_choice_end(done)
         if self.request.options.get("include_usage"):
-            frames.append(Frame({**self._chunk({}), "choices": [], "usage": _usage(done)}))
+            frames.append(Frame({**self._chunk({}), "choices": [], "usage": _usage(choices)}))
         return [*frames, Frame("[DONE]")]
 
     def error(self, error: ApiError) -> list[Frame]:
         return [Frame(error_body(error))]
 
     def response(self, done: Done, timing: Timing, warnings: list[str]) -> dict[str, Any]:
-        message: dict[str, Any] = {"role": "assistant", "content": self.text or (None if self.calls else ""),
-                                   "refusal": None}
-        if self.calls:
-            message["tool_calls"] = [_tool_call(call) for call in self.calls]
+        choices = self.ended(done)
         return {
             "id": self.id, "object": "chat.completion", "created": int(self.created), "model": self.model,
             "system_fingerprint": None,
-            "choices": [{"index": 0, "message": message, "finish_reason": done.finish_reason,
-                         "logprobs": _chat_logprobs_object(self.logprobs) if self.asked_logprobs else None}],
-            "usage": _usage(done),
+            "choices": [self._choice(i, c) for i, c in enumerate(choices)],
+            "usage": _usage(choices),
             "llamay_warnings": warnings,
         }
+
+    def _choice(self, index: int, choice: Choice) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": choice.text or (None if choice.calls else ""),
+                                   "refusal": None}
+        if choice.calls:
+            message["tool_calls"] = [_tool_call(call) for call in choice.calls]
+        return {"index": index, "message": message, "finish_reason": choice.done.finish_reason,
+                "logprobs": _chat_logprobs_object(choice.logprobs) if self.asked_logprobs else None}
 
 
 class CompletionRenderer(Renderer):
@@ -249,7 +267,7 @@ class CompletionRenderer(Renderer):
         chunk = {
             "id": self.id, "object": "text_completion", "created": int(self.created), "model": self.model,
             "system_fingerprint": None,
-            "choices": [{"index": 0, "text": text, "logprobs": scored, "finish_reason": finish_reason}],
+            "choices": [{"index": self.at, "text": text, "logprobs": scored, "finish_reason": finish_reason}],
         }
         if self.request.options.get("include_usage"):
             chunk["usage"] = None
@@ -269,13 +287,17 @@ class CompletionRenderer(Renderer):
     def on_call(self, call: ToolCall, index: int) -> list[Frame]:
         return []  # no tools are offered on this route
 
-    def finish(self, done: Done, timing: Timing) -> list[Frame]:
+    def on_choice_end(self, done: Done) -> list[Frame]:
         chunk = self._chunk("", _completion_reason(done))
         if late := self.late_warnings(done):
             chunk["llamay_warnings"] = late
-        frames = [Frame(chunk)]
+        return [Frame(chunk)]
+
+    def finish(self, done: Done, timing: Timing) -> list[Frame]:
+        choices = self.ended(done)
+        frames = self.on_choice_end(done)
         if self.request.options.get("include_usage"):
-            frames.append(Frame({**self._chunk(""), "choices": [], "usage": _usage(done)}))
+            frames.append(Frame({**self._chunk(""), "choices": [], "usage": _usage(choices)}))
         return [*frames, Frame("[DONE]")]
 
     def error(self, error: ApiError) -> list[Frame]:
@@ -283,9 +305,14 @@ class CompletionRenderer(Renderer):
 
     def response(self, done: Done, timing: Timing, warnings: list[str]) -> dict[str, Any]:
         echo = self.request.options.get("echo", "")
-        logprobs = tuple(self.logprobs) if self.asked_logprobs else None
-        return {**self._chunk(echo + self.text, _completion_reason(done), logprobs, len(echo)), "usage": _usage(done),
-                "llamay_warnings": warnings}
+        choices = self.ended(done)
+        body: dict[str, Any] = {**self._chunk(""), "choices": []}
+        for index, choice in enumerate(choices):
+            self.at = index
+            logprobs = tuple(choice.logprobs) if self.asked_logprobs else None
+            body["choices"] += self._chunk(echo + choice.text, _completion_reason(choice.done), logprobs,
+                                           len(echo))["choices"]
+        return {**body, "usage": _usage(choices), "llamay_warnings": warnings}
 
 
 def _chat_logprobs_object(logprobs) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..engine import Done, Logprob, TextDelta, ToolCall
@@ -50,8 +50,26 @@ class Timing:
         return max(0, self.first_ns - self.received_ns)
 
 
+@dataclass
+class Choice:
+    """What one choice of the response has said so far, and its end once it came."""
+
+    text_parts: list[str] = field(default_factory=list)
+    calls: list[ToolCall] = field(default_factory=list)
+    logprobs: list[Logprob] = field(default_factory=list)
+    done: Done | None = None
+
+    @property
+    def text(self) -> str:
+        return "".join(self.text_parts)
+
+
 class Renderer:
-    """Base of the per-route translators; subclasses override the frame builders."""
+    """Base of the per-route translators; subclasses override the frame builders.
+
+    ``choices`` holds each choice's state (one, unless a request asks OpenAI's ``n``); ``at``
+    is the one being rendered, and ``text``, ``calls`` and ``logprobs`` are its.
+    """
 
     media_type = SSE
     id_prefix = "resp_"
@@ -61,16 +79,33 @@ class Renderer:
         self.model = request.model
         self.created = time.time() if created is None else created
         self.id = response_id or self.id_prefix + secrets.token_hex(12)
-        self.text_parts: list[str] = []
-        self.calls: list[ToolCall] = []
+        self.choices = [Choice()]
+        self.at = 0
         self.sent_warnings: list[str] = []
         self.asked_logprobs = request.chat.get("logprobs") is not None
-        self.logprobs: list[Logprob] = []  # every event's so far
         self.fresh_logprobs: tuple[Logprob, ...] = ()  # those of the event being rendered
 
     @property
+    def choice(self) -> Choice:
+        return self.choices[self.at]
+
+    @property
     def text(self) -> str:
-        return "".join(self.text_parts)
+        return self.choice.text
+
+    @property
+    def calls(self) -> list[ToolCall]:
+        return self.choice.calls
+
+    @property
+    def logprobs(self) -> list[Logprob]:
+        return self.choice.logprobs
+
+    def _select(self, index: int) -> Choice:
+        while len(self.choices) <= index:
+            self.choices.append(Choice())
+        self.at = index
+        return self.choice
 
     # -- stream ---------------------------------------------------------------------------
     def start(self, warnings: list[str]) -> list[Frame]:
@@ -78,14 +113,28 @@ class Renderer:
         self.sent_warnings = list(warnings)
         return []
 
-    def event(self, event: TextDelta | ToolCall) -> list[Frame]:
+    def event(self, event: TextDelta | ToolCall, index: int = 0) -> list[Frame]:
+        choice = self._select(index)
         self.fresh_logprobs = event.logprobs
-        self.logprobs += event.logprobs
+        choice.logprobs += event.logprobs
         if isinstance(event, TextDelta):
-            self.text_parts.append(event.text)
+            choice.text_parts.append(event.text)
             return self.on_text(event.text)
-        self.calls.append(event)
-        return self.on_call(event, len(self.calls) - 1)
+        choice.calls.append(event)
+        return self.on_call(event, len(choice.calls) - 1)
+
+    def end_choice(self, done: Done, index: int) -> list[Frame]:
+        """Choice ``index``, not the last, has ended (``finish`` ends the last, and the response)."""
+        self._select(index).done = done
+        return self.on_choice_end(done)
+
+    def on_choice_end(self, done: Done) -> list[Frame]:
+        raise NotImplementedError  # only OpenAI's routes take ``n``
+
+    def ended(self, done: Done) -> list[Choice]:
+        """Every choice, the last ended by ``done``."""
+        self._select(len(self.choices) - 1).done = done
+        return self.choices
 
     def on_text(self, text: str) -> list[Frame]:
         raise NotImplementedError

@@ -336,20 +336,22 @@ class _Connection:
         while True:
             kind = item[0]
             if kind == "event":
-                frames += renderer.event(item[1])
+                frames += renderer.event(item[1], item[2])
+            elif kind == "choice":
+                frames += renderer.end_choice(item[1], item[2])
             elif self._cut_short(item):
                 frames += renderer.error(shutting_down())
                 stats["error"] = "shutting down"
             elif kind == "done":
                 frames += renderer.finish(item[1], item[2])
-                _done_stats(stats, item[1], item[2], renderer.sent_warnings)
+                _done_stats(stats, [c.done for c in renderer.ended(item[1])], item[2], renderer.sent_warnings)
             elif kind == "error":
                 frames += renderer.error(api_error(item[1], gen.request.constraint_field))
                 stats["error"] = str(item[1])
             if frames:
                 self._send(h11.Data(data=b"".join(encode_frame(renderer.media_type, f) for f in frames)))
             frames = []
-            if kind != "event":
+            if kind not in ("event", "choice"):
                 break
             if items.empty():
                 await self._drain()
@@ -364,14 +366,17 @@ class _Connection:
         while True:
             item = await items.get()
             if item[0] == "event":
-                renderer.event(item[1])
+                renderer.event(item[1], item[2])
+            elif item[0] == "choice":
+                renderer.end_choice(item[1], item[2])
             elif item[0] == "done" and not self._cut_short(item):
                 break
             else:
                 return await self._refuse(gen, item)
         done, timing = item[1], item[2]
-        warnings = merge_warnings(warnings, done.warnings)
-        _done_stats(stats, done, timing, warnings)
+        dones = [c.done for c in renderer.ended(done)]
+        warnings = merge_warnings(warnings, *(d.warnings for d in dones))
+        _done_stats(stats, dones, timing, warnings)
         body = dumps(renderer.response(done, timing, warnings)).encode()
         return await self._reply(Reply(200, body, headers=warning_headers(warnings)))
 
@@ -427,10 +432,12 @@ def _has_body(headers: dict[str, str]) -> bool:
     return headers.get("content-length", "0") not in ("", "0") or "transfer-encoding" in headers
 
 
-def _done_stats(stats: dict[str, Any], done: Any, timing: Any, warnings: list[str]) -> None:
-    stats.update(prompt=done.usage["prompt_tokens"], completion=done.usage["completion_tokens"],
-                 cached=done.usage.get("cached_tokens", 0), eval_s=timing.eval_ns / 1e9,
-                 first_token_s=timing.first_token_ns / 1e9, finish=done.finish_reason, warnings=list(warnings))
+def _done_stats(stats: dict[str, Any], dones: list[Any], timing: Any, warnings: list[str]) -> None:
+    """The log's and the metrics' numbers: the prompt once, every choice's tokens, the last choice's finish."""
+    first, last = dones[0], dones[-1]
+    stats.update(prompt=first.usage["prompt_tokens"], completion=sum(d.usage["completion_tokens"] for d in dones),
+                 cached=first.usage.get("cached_tokens", 0), eval_s=timing.eval_ns / 1e9,
+                 first_token_s=timing.first_token_ns / 1e9, finish=last.finish_reason, warnings=list(warnings))
 
 
 def _log_request(method: str, path: str, status: int, seconds: float, stats: dict[str, Any]) -> None:

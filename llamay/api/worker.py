@@ -9,8 +9,9 @@ rather than left to time out. Each request's items reach the event loop through 
 that the event loop does not wake each token while the model's threads need every core:
 
     ("ready", warnings)        Model.chat accepted the request (constraint compiled)
-    ("event", TextDelta | ToolCall)
-    ("done", Done, Timing)
+    ("event", TextDelta | ToolCall, choice)
+    ("choice", Done, choice)   a choice other than the last ended (requests with several choices)
+    ("done", Done, Timing)     the last choice ended: the request is answered
     ("error", exception)       before "ready" it is a refusal, after it a mid-stream error
     ("cancelled", None)        the client left while the request was waiting
 """
@@ -67,7 +68,7 @@ class Worker:
                 items.put_nowait(item)
 
         def put(*item: Any) -> None:
-            if item[0] == "event" and not request.stream:
+            if item[0] in ("event", "choice") and not request.stream:
                 held.append(item)
                 return
             batch = [*held, item]
@@ -100,21 +101,30 @@ class Worker:
             except Exception as exc:
                 last = ("error", exc)
                 return
+            choices = events if isinstance(events, list) else [events]
             # compile warnings, where the engine exposes them before the first event
-            put("ready", list(getattr(events, "warnings", None) or []))
+            put("ready", list(getattr(choices[0], "warnings", None) or []))
+            first_ns = 0
             try:
-                for event in events:
-                    if isinstance(event, Done):
-                        now = time.monotonic_ns()
-                        last = ("done", event, Timing(received_ns, start, event.first_token_ns or now, now))
-                    else:
-                        put("event", event)
+                # one after another: on a scheduler every choice generates meanwhile, and waits in its stream
+                for index, stream in enumerate(choices):
+                    for event in stream:
+                        if not isinstance(event, Done):
+                            put("event", event, index)
+                            continue
+                        first_ns = min(first_ns or event.first_token_ns, event.first_token_ns or first_ns)
+                        if index < len(choices) - 1:
+                            put("choice", event, index)
+                        else:
+                            now = time.monotonic_ns()
+                            last = ("done", event, Timing(received_ns, start, first_ns or now, now))
             except Exception as exc:
                 last = ("error", exc)
             finally:
-                close = getattr(events, "close", None)
-                if close is not None:
-                    close()
+                for stream in choices:
+                    close = getattr(stream, "close", None)
+                    if close is not None:
+                        close()
         finally:
             # counted out before the last item goes: a client that sends its next request as soon as
             # this answer arrives must find the room this one leaves

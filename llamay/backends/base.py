@@ -200,3 +200,7 @@ class BatchBackend(Backend):
     @abstractmethod
     def forget(self, seq: int, start: int) -> None:
         """Drop sequence ``seq``'s positions from ``start`` on."""
+
+    @abstractmethod
+    def copy(self, src: int, dst: int) -> None:
+        """Make sequence ``dst`` hold what ``src`` holds (keys and values), dropping what it held."""

@@ -160,6 +160,11 @@ class LlamaCppBackend(BatchBackend):
     def forget(self, seq: int, start: int) -> None:
         llama_cpp.llama_memory_seq_rm(self._memory, seq, start, -1)
 
+    def copy(self, src: int, dst: int) -> None:
+        """Each slot has a KV stream of its own: llama.cpp copies the whole stream's buffer at the next decode."""
+        llama_cpp.llama_memory_seq_rm(self._memory, dst, -1, -1)
+        llama_cpp.llama_memory_seq_cp(self._memory, src, dst, -1, -1)
+
 
 def _token_text(model, token: int) -> str:
     if token < 0:

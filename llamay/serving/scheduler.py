@@ -7,6 +7,12 @@ cached) and gives it back the step it finishes, so no request waits for another 
 While others generate, a prompt is evaluated ``prefill_chunk`` tokens a step, so a long
 prompt slows the running sequences rather than stopping them.
 
+Several choices of one request (``generate_choices``) share one evaluation of their prompt: the
+first takes a slot and evaluates it; the step that finishes it copies that slot's keys and values
+into an idle slot for each other choice, and every choice samples its first token from the same
+logits. A choice that finds no idle slot then waits at the head of the queue and evaluates the
+prompt itself.
+
 The masks of a step are filled once ``decode`` returns, on a small thread pool where several
 sequences need one (the matcher's mask walk runs without the GIL). They depend only on the
 tokens already accepted, so they could be filled while ``decode`` runs; on the CPU that loses:
@@ -20,10 +26,12 @@ nobody uses holds no thread (and can be collected).
 
 from __future__ import annotations
 
+import collections
 import os
 import queue
 import threading
 from collections import deque
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -58,6 +66,7 @@ class Job:
         self.reused = 0  # prompt tokens the slot already held
         self.logprobs: list[TokenLogprob] = []  # each sent token's, where the sampling asks
         self.closed = False  # the consumer stopped reading
+        self.followers: list[Job] = []  # choices of the same request, to start from this job's evaluated prompt
         self.out: queue.SimpleQueue[Any] = queue.SimpleQueue()
 
     @property
@@ -124,14 +133,21 @@ class Scheduler:
         The same contract as ``SteppedBackend.generate``: EOS ends it unsent, each token was
         accepted by ``matcher`` before it is sent, ``cancel`` or ``close()`` ends it at the next step.
         """
-        job = Job(prompt, matcher, sampling, token_budget(max_tokens, len(prompt), self.backend.n_ctx), cancel,
-                  self.backend.vocab.size)
+        return self.generate_choices(prompt, [(matcher, sampling)], max_tokens=max_tokens, cancel=cancel)[0]
+
+    def generate_choices(self, prompt: list[int], choices: Sequence[tuple[Matcher | None, Sampling]], *,
+                         max_tokens: int, cancel: threading.Event | None = None) -> list[TokenStream]:
+        """Queue one generation per (matcher, sampling) of ``choices``, all from ``prompt``, evaluated once."""
+        budget = token_budget(max_tokens, len(prompt), self.backend.n_ctx)
+        size = self.backend.vocab.size
+        jobs = [Job(prompt, matcher, sampling, budget, cancel, size) for matcher, sampling in choices]
+        jobs[0].followers = jobs[1:]
         with self._lock:
-            self._waiting.append(job)
+            self._waiting.append(jobs[0])
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="llamay-scheduler", daemon=True)
                 self._thread.start()
-        return JobStream(job)
+        return [JobStream(job) for job in jobs]
 
     @property
     def busy(self) -> int:
@@ -215,14 +231,43 @@ class Scheduler:
             slot.held.extend(slot.job.prompt[start:start + n])
         for slot in (s for s, _ in reads if s.state is State.PREFILL):
             slot.handle(Event.PROMPT_EVALUATED)
+        for slot, index in [(s, i) for s, i in reads if s.job.followers]:
+            reads += [(follower, index) for follower in self._fork(slot)]
         constrained = [s for s, _ in reads if s.job.matcher is not None]
         fills = self._masks.map(self._fill, constrained) if len(constrained) > 1 else map(self._fill, constrained)
         failed = {slot.seq: error for slot, error in zip(constrained, fills, strict=True) if error is not None}
+        indexes = collections.Counter(index for _, index in reads)
         for slot, index in reads:
             if slot.seq in failed:
                 self._end(slot, Event.FAIL, failed[slot.seq])
             else:
-                self._sample(slot, index)
+                self._sample(slot, index, shared=indexes[index] > 1)
+
+    def _fork(self, source: Slot) -> list[Slot]:
+        """Start ``source``'s followers from its evaluated prompt, each in an idle slot; the slots they took.
+
+        Followers that find no idle slot go back to the head of the queue, to evaluate the prompt themselves.
+        """
+        followers, source.job.followers = source.job.followers, []
+        forked: list[Slot] = []
+        for n, job in enumerate(followers):
+            if job.abandoned:
+                job.out.put(_END)
+                continue
+            chosen = choose_slot(self.slots, job.prompt, reuse=False)
+            if chosen is None:
+                with self._lock:  # ``_admit`` ends those abandoned meanwhile
+                    self._waiting.extendleft(reversed(followers[n:]))
+                break
+            slot = chosen[0]
+            slot.handle(Event.ASSIGN)
+            self.backend.copy(source.seq, slot.seq)
+            slot.held[:] = source.held
+            slot.job, slot.last_used, job.reused = job, self._step_count, len(job.prompt)
+            slot.handle(Event.PROMPT_EVALUATED)
+            self._order.append(slot)
+            forked.append(slot)
+        return forked
 
     @staticmethod
     def _fill(slot: Slot) -> BaseException | None:
@@ -234,11 +279,13 @@ class Scheduler:
             return exc
         return None
 
-    def _sample(self, slot: Slot, index: int) -> None:
+    def _sample(self, slot: Slot, index: int, *, shared: bool = False) -> None:
+        """Sample the slot's next token from batch entry ``index``; ``shared``: other slots read it too (a copy)."""
         job = slot.job
+        logits = self.backend.logits_at(index)
         try:
-            token, logprob = choose_token(self.backend.logits_at(index), self.backend.vocab.size, job.matcher, job.mask,
-                                 job.sampling, job.rng, job.prompt, job.reply)
+            token, logprob = choose_token(logits.copy() if shared else logits, self.backend.vocab.size, job.matcher,
+                                          job.mask, job.sampling, job.rng, job.prompt, job.reply)
         except Exception as exc:
             self._end(slot, Event.FAIL, exc)
             return
@@ -256,6 +303,10 @@ class Scheduler:
             self._end(slot, Event.FINISH)
 
     def _end(self, slot: Slot, event: Event, error: BaseException | None = None) -> None:
+        if slot.job.followers:  # ended before its prompt was evaluated: the other choices evaluate it themselves
+            with self._lock:
+                self._waiting.extendleft(reversed(slot.job.followers))
+            slot.job.followers = []
         slot.job.out.put(_END if error is None else error)
         slot.handle(event)
         self._order.remove(slot)
