@@ -97,7 +97,8 @@ def test_openai_n_streams_each_choice_to_its_own_finish(client):
     finished = [c.choices[0].index for c in chunks if c.choices and c.choices[0].finish_reason]
     texts = {i: "".join(c.choices[0].delta.content or "" for c in chunks if c.choices and c.choices[0].index == i)
              for i in (0, 1)}
-    assert finished == [0, 1] and all(texts.values())
+    roles = [c.choices[0].index for c in chunks if c.choices and c.choices[0].delta.role == "assistant"]
+    assert finished == [0, 1] and all(texts.values()) and roles == [0, 1]
     assert chunks[-1].usage.completion_tokens == 12
 
 

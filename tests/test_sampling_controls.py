@@ -264,3 +264,40 @@ def test_ollama_default_options_are_accepted_and_num_ctx_bounds_the_reply(served
         "temperature": 0, "num_predict": 50, "num_ctx": prompt_len + 5, "mirostat": 0, "num_gpu": 0, "numa": False,
         "typical_p": 1.0, "mirostat_tau": 5.0})
     assert reply.eval_count == 5 and reply.done_reason == "length"
+
+
+anthropic = pytest.importorskip("anthropic", reason="pip install anthropic")
+
+
+@pytest.mark.parametrize("narrow", [{"top_k": 1}, {"top_p": 1e-6}])
+def test_anthropic_top_k_and_top_p_narrowed_to_one_token_sample_as_greedy(served, narrow):
+    _, port = served
+    client = anthropic.Anthropic(base_url=f"http://127.0.0.1:{port}", api_key="none", max_retries=0)
+    ask = {"model": "default", "max_tokens": 12, "messages": [{"role": "user", "content": "Name a colour."}]}
+    # anthropic 2.x dropped the sampling keywords from create(); the wire fields remain.
+    greedy = client.messages.create(**ask, extra_body={"temperature": 0})
+    hot = client.messages.create(**ask, extra_body={"temperature": 1.0, **narrow})
+    assert hot.content[0].text == greedy.content[0].text
+
+
+def test_anthropic_stop_sequences_cut_the_reply_where_one_starts(served):
+    _, port = served
+    client = anthropic.Anthropic(base_url=f"http://127.0.0.1:{port}", api_key="none", max_retries=0)
+    ask = {"model": "default", "max_tokens": 24, "extra_body": {"temperature": 0},
+           "messages": [{"role": "user", "content": "Describe the sea in one sentence."}]}
+    full = client.messages.create(**ask).content[0].text
+    word = full.split()[3]
+    cut = client.messages.create(**ask, stop_sequences=[word])
+    assert cut.stop_reason == "stop_sequence" and cut.stop_sequence == word
+    assert cut.content[0].text == full[:full.index(word)]
+
+
+def test_anthropic_stream_names_the_stop_sequence_in_message_delta(served):
+    _, port = served
+    client = anthropic.Anthropic(base_url=f"http://127.0.0.1:{port}", api_key="none", max_retries=0)
+    ask = {"model": "default", "max_tokens": 24, "extra_body": {"temperature": 0},
+           "messages": [{"role": "user", "content": "Describe the sea in one sentence."}]}
+    word = client.messages.create(**ask).content[0].text.split()[3]
+    with client.messages.stream(**ask, stop_sequences=[word]) as stream:
+        final = stream.get_final_message()
+    assert (final.stop_reason, final.stop_sequence) == ("stop_sequence", word)

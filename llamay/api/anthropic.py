@@ -208,14 +208,23 @@ class MessageRenderer(Renderer):
         self.index = -1  # the content block being streamed
         self.open_text = False
 
-    def _message(self, content: list[dict[str, Any]], stop_reason: str | None, usage: dict[str, int],
+    def _message(self, content: list[dict[str, Any]], stop: dict[str, str | None], usage: dict[str, int],
                  warnings: list[str]) -> dict[str, Any]:
         return {"id": self.id, "type": "message", "role": "assistant", "model": self.model, "content": content,
-                "stop_reason": stop_reason, "stop_sequence": None, "usage": usage, "llamay_warnings": warnings}
+                **stop, "usage": usage, "llamay_warnings": warnings}
+
+    def _stop(self, done: Done | None) -> dict[str, str | None]:
+        """``stop_reason`` and ``stop_sequence``: "stop_sequence" names the caller's string that cut the text;
+        the template's own end-of-turn strings are a plain ``end_turn``."""
+        if done is None:
+            return {"stop_reason": None, "stop_sequence": None}
+        if done.finish_reason == "stop" and done.stop_sequence in (self.request.chat["stop"] or []):
+            return {"stop_reason": "stop_sequence", "stop_sequence": done.stop_sequence}
+        return {"stop_reason": _STOP_REASONS[done.finish_reason], "stop_sequence": None}
 
     def start(self, warnings: list[str]) -> list[Frame]:
         super().start(warnings)
-        message = self._message([], None, {"input_tokens": 0, "output_tokens": 0}, list(warnings))
+        message = self._message([], self._stop(None), {"input_tokens": 0, "output_tokens": 0}, list(warnings))
         return [Frame({"type": "message_start", "message": message}, "message_start")]
 
     def _close_text(self) -> list[Frame]:
@@ -247,8 +256,7 @@ class MessageRenderer(Renderer):
                 Frame({"type": "content_block_stop", "index": self.index}, "content_block_stop")]
 
     def finish(self, done: Done, timing: Timing) -> list[Frame]:
-        delta: dict[str, Any] = {"stop_reason": _STOP_REASONS[done.finish_reason], "stop_sequence": None}
-        event: dict[str, Any] = {"type": "message_delta", "delta": delta, "usage": _usage(done)}
+        event: dict[str, Any] = {"type": "message_delta", "delta": self._stop(done), "usage": _usage(done)}
         if late := self.late_warnings(done):
             event["llamay_warnings"] = late
         return [*self._close_text(), Frame(event, "message_delta"),
@@ -261,7 +269,7 @@ class MessageRenderer(Renderer):
         content: list[dict[str, Any]] = [{"type": "text", "text": self.text}] if self.text or not self.calls else []
         content += [{"type": "tool_use", "id": tool_use_id(c), "name": c.name, "input": c.arguments}
                     for c in self.calls]
-        return self._message(content, _STOP_REASONS[done.finish_reason], _usage(done), warnings)
+        return self._message(content, self._stop(done), _usage(done), warnings)
 
 
 def _usage(done: Done) -> dict[str, int]:

@@ -197,8 +197,15 @@ class ChatRenderer(Renderer):
 
     id_prefix = "chatcmpl-"
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.opened: set[int] = set()  # choices whose role has been sent
+
     def _chunk(self, delta: dict[str, Any], finish_reason: str | None = None,
                logprobs: tuple[Logprob, ...] = ()) -> dict[str, Any]:
+        if self.at not in self.opened:  # a choice's first delta names the role, as the first chunk does choice 0's
+            self.opened.add(self.at)
+            delta = {"role": "assistant", **delta}
         scored = _chat_logprobs_object(logprobs) if logprobs else None
         chunk = {
             "id": self.id, "object": "chat.completion.chunk", "created": int(self.created), "model": self.model,
