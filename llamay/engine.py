@@ -20,11 +20,11 @@ from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._core.automaton import CompiledGrammar
 from ._core.matcher import Matcher
-from .backends import Backend, BatchBackend, Sampling, TokenStream, load_backend
+from .backends import Backend, Sampling, TokenStream, load_backend
 from .backends.base import token_budget
 from .backends.sampling import TokenLogprob
 from .chat import CallStream, ChatTemplate, ToolCall, named, normalize_tools
@@ -37,8 +37,11 @@ from .grammars.jsonschema.compiler import any_json, compile_json_schema
 from .grammars.lexicon import compile_lexicon
 from .logprob import Logprob
 from .options import DEFAULT, Limits, Tuning
-from .serving import Scheduler
+from .serving import Scheduler, runner_for
 from .vocab import Vocabulary
+
+if TYPE_CHECKING:
+    from .serving.mlx_runner import MlxRunner
 
 log = logging.getLogger("llamay")
 
@@ -122,8 +125,8 @@ class Model:
         self.dialect = self.template.dialect
         self.markers = Markers(self.dialect, backend.vocab)
         self._marker_texts = {i: text for text, i in self.markers.ids.items()}
-        # a batch runtime runs its requests side by side through its slots; any other, one at a time
-        self.scheduler = Scheduler(backend) if isinstance(backend, BatchBackend) else None
+        # a batching runtime runs its requests side by side through its slots; any other, one at a time
+        self.scheduler = runner_for(backend)
         self._lock = threading.Lock()
         self._grammars: OrderedDict[tuple, CompiledGrammar] = OrderedDict()
         self._grammars_lock = threading.Lock()
@@ -133,8 +136,8 @@ class Model:
         return self.backend.model_id
 
     @property
-    def runner(self) -> Scheduler | Backend:
-        """What runs token generations (``generate``): the scheduler where the backend batches, else the backend."""
+    def runner(self) -> Scheduler | MlxRunner | Backend:
+        """What runs token generations (``generate``): the batching runner where there is one, else the backend."""
         return self.scheduler or self.backend
 
     def chat(

@@ -66,7 +66,7 @@ WORDS = "soak " * 200
 SCRIPT = ('{"words": "' + WORDS + '", "id": "').encode()
 
 #: Objects that belong to one request or connection: none may outlive the rounds.
-PER_REQUEST = ("llamay.serving.scheduler.Job", "llamay.serving.scheduler.JobStream", "llamay.engine.ChatStream",
+PER_REQUEST = ("llamay.serving.jobs.Job", "llamay.serving.jobs.JobStream", "llamay.engine.ChatStream",
                "llamay._core.matcher.Matcher", "llamay.api.server._Connection")
 
 

@@ -93,6 +93,8 @@ class Backend(ABC):
     bos_id: int | None = None  # what ``tokenize`` puts first where ``needs_bos``
     control_texts: frozenset[str] = frozenset()  # what ``encode(special=True)`` alone reads as control tokens
     n_ctx: int = 0  # the context one sequence holds
+    slots: int = 1  # generations run at once (``llamay.serving.runner_for``)
+    cache_prompt: bool = False  # a finished generation's KV cache is kept for the next prompt sharing its prefix
 
     def needs_bos(self, prompt: str) -> bool:
         """Whether ``tokenize`` must put BOS first: the model wants it and the template did not write it."""
@@ -119,7 +121,8 @@ class Backend(ABC):
 
 
 class SteppedBackend(Backend):
-    """A runtime that evaluates one sequence at a time; not thread-safe: the engine runs one generation at a time."""
+    """A runtime that evaluates one sequence at a time; not thread-safe: the engine runs one generation at a time,
+    unless the runtime batches generations of its own (mlx-lm: ``llamay.serving.MlxRunner``)."""
 
     @abstractmethod
     def begin(self, prompt: list[int]) -> None:
@@ -184,8 +187,6 @@ class BatchBackend(Backend):
     Called from the scheduler's thread only.
     """
 
-    slots: int = 1
-    cache_prompt: bool = False
     batch_size: int = 512  # the most tokens one ``decode`` takes
 
     @abstractmethod

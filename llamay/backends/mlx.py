@@ -184,13 +184,18 @@ def apply_bitmask_mx(logits: mx.array, bitmask: np.ndarray, size: int, shifts: m
     return mx.where(allowed, logits, mx.array(-float("inf"), dtype=logits.dtype))
 
 
-def load(model: str | os.PathLike[str] | None = None, *, n_threads: int | None = None, **options: Any) -> MlxBackend:
+def load(model: str | os.PathLike[str] | None = None, *, n_threads: int | None = None, slots: int = 1,
+         cache_prompt: bool = True, **options: Any) -> MlxBackend:
     """Load an MLX or HF model folder with mlx-lm, or (None) the embedded default exported as an HF folder.
 
     Options go to ``mlx_lm.load`` (``tokenizer_config``, ``model_config`` ...). A path that
     does not exist is refused here: mlx-lm would take it for a hub id and try to download it.
     ``n_threads`` (``llamay serve --threads``) is accepted and ignored: MLX has no setting for it.
+    ``slots`` > 1 runs that many generations at once through mlx-lm's batch generator
+    (``llamay.serving.MlxRunner``), keeping finished ones' KV caches where ``cache_prompt``.
     """
+    if not isinstance(slots, int) or isinstance(slots, bool) or slots < 1:
+        raise UsageError(f"slots must be a positive integer, got {slots!r}")
     if model is None:
         try:
             from ..modelfiles.hf_folder import default_hf_folder
@@ -212,4 +217,6 @@ def load(model: str | os.PathLike[str] | None = None, *, n_threads: int | None =
         lm, tokenizer = mlx_lm.load(str(folder), **options)
     except (OSError, ValueError) as exc:
         raise ModelError(f"mlx-lm could not load {folder}: {exc}") from None
-    return MlxBackend(lm, tokenizer, name)
+    backend = MlxBackend(lm, tokenizer, name)
+    backend.slots, backend.cache_prompt = slots, cache_prompt
+    return backend

@@ -28,87 +28,20 @@ from __future__ import annotations
 
 import collections
 import os
-import queue
 import threading
 from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
-from .._core.bitmask import allocate_bitmask
 from .._core.matcher import Matcher
 from ..backends.base import BatchBackend, TokenStream, choose_token, token_budget
-from ..backends.sampling import Sampling, TokenLogprob
+from ..backends.sampling import Sampling
+from .jobs import END, Job, JobStream
 from .slots import Event, Slot, State, choose_slot
 
 #: Prompt tokens a step evaluates while other slots generate: a step of 128 prompt tokens costs
 #: those slots about 0.7 s on 2 CPU cores, where a whole 512-token batch would cost 3 s.
 PREFILL_CHUNK = 128
-
-_END = object()
-
-
-class Job:
-    """One request inside the scheduler: its prompt, constraint and sampling, and where its tokens go."""
-
-    def __init__(self, prompt: list[int], matcher: Matcher | None, sampling: Sampling, budget: int,
-                 cancel: threading.Event | None, vocab_size: int) -> None:
-        self.prompt = prompt
-        self.matcher = matcher
-        self.mask = allocate_bitmask(vocab_size) if matcher is not None else None
-        self.sampling = sampling
-        self.rng = sampling.rng()
-        self.budget = budget
-        self.cancel = cancel
-        self.produced = 0  # tokens sampled and sent (EOS is not one)
-        self.reply: list[int] = []  # those tokens, where a repetition penalty needs them
-        self.pending = -1  # the token sampled last, to be evaluated next step
-        self.reused = 0  # prompt tokens the slot already held
-        self.logprobs: list[TokenLogprob] = []  # each sent token's, where the sampling asks
-        self.closed = False  # the consumer stopped reading
-        self.followers: list[Job] = []  # choices of the same request, to start from this job's evaluated prompt
-        self.out: queue.SimpleQueue[Any] = queue.SimpleQueue()
-
-    @property
-    def abandoned(self) -> bool:
-        return self.closed or (self.cancel is not None and self.cancel.is_set())
-
-
-class JobStream(TokenStream):
-    """The consumer's side of a ``Job``: its tokens, in order, then the end or the error that ended it."""
-
-    def __init__(self, job: Job) -> None:
-        super().__init__(iter(()), job.logprobs)
-        self.job = job
-        self._ended = False
-
-    @property
-    def reused(self) -> int:  # type: ignore[override]
-        return self.job.reused
-
-    def __next__(self) -> int:
-        if self._ended:
-            raise StopIteration
-        item = self.job.out.get()
-        if item is _END:
-            self._ended = True
-            raise StopIteration
-        if isinstance(item, BaseException):
-            self._ended = True
-            raise item
-        return item
-
-    def close(self) -> None:
-        """End the generation; returns once the scheduler has let go of the job (and its matcher)."""
-        if self._ended:
-            return
-        self.job.closed = True
-        while True:
-            item = self.job.out.get()
-            if item is _END or isinstance(item, BaseException):
-                self._ended = True
-                return
-
 
 class Scheduler:
     """Runs every generation on ``backend`` through its slots; ``generate`` is thread-safe."""
@@ -174,7 +107,7 @@ class Scheduler:
         """Give idle slots to waiting requests, first come first served; drop those already abandoned."""
         for job in [j for j in self._waiting if j.abandoned]:
             self._waiting.remove(job)
-            job.out.put(_END)
+            job.out.put(END)
         while self._waiting:
             chosen = choose_slot(self.slots, self._waiting[0].prompt, reuse=self.backend.cache_prompt)
             if chosen is None:
@@ -252,7 +185,7 @@ class Scheduler:
         forked: list[Slot] = []
         for n, job in enumerate(followers):
             if job.abandoned:
-                job.out.put(_END)
+                job.out.put(END)
                 continue
             chosen = choose_slot(self.slots, job.prompt, reuse=False)
             if chosen is None:
@@ -272,9 +205,8 @@ class Scheduler:
     @staticmethod
     def _fill(slot: Slot) -> BaseException | None:
         """Fill the slot's mask for its next token; the error, where the matcher raised one."""
-        job = slot.job
         try:
-            job.matcher.fill_next_token_bitmask(job.mask, tokens_left=job.budget - job.produced)
+            slot.job.fill_mask()
         except Exception as exc:
             return exc
         return None
@@ -289,17 +221,7 @@ class Scheduler:
         except Exception as exc:
             self._end(slot, Event.FAIL, exc)
             return
-        if token in self._eos:
-            self._end(slot, Event.FINISH)
-            return
-        if logprob is not None:
-            job.logprobs.append(logprob)  # before the token: the consumer reads it once the token comes
-        job.out.put(token)
-        job.produced += 1
-        if job.sampling.adjusts:
-            job.reply.append(token)
-        job.pending = token
-        if job.produced >= job.budget:
+        if job.deliver(token, logprob, self._eos):
             self._end(slot, Event.FINISH)
 
     def _end(self, slot: Slot, event: Event, error: BaseException | None = None) -> None:
@@ -307,6 +229,6 @@ class Scheduler:
             with self._lock:
                 self._waiting.extendleft(reversed(slot.job.followers))
             slot.job.followers = []
-        slot.job.out.put(_END if error is None else error)
+        slot.job.out.put(END if error is None else error)
         slot.handle(event)
         self._order.remove(slot)
