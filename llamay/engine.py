@@ -20,7 +20,7 @@ from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ._core.automaton import CompiledGrammar
 from ._core.matcher import Matcher
@@ -37,11 +37,8 @@ from .grammars.jsonschema.compiler import any_json, compile_json_schema
 from .grammars.lexicon import compile_lexicon
 from .logprob import Logprob
 from .options import DEFAULT, Limits, Tuning
-from .serving import Scheduler, runner_for
+from .serving import Runner, runner_for
 from .vocab import Vocabulary
-
-if TYPE_CHECKING:
-    from .serving.mlx_runner import MlxRunner
 
 log = logging.getLogger("llamay")
 
@@ -136,7 +133,7 @@ class Model:
         return self.backend.model_id
 
     @property
-    def runner(self) -> Scheduler | MlxRunner | Backend:
+    def runner(self) -> Runner | Backend:
         """What runs token generations (``generate``): the batching runner where there is one, else the backend."""
         return self.scheduler or self.backend
 
@@ -459,8 +456,8 @@ class ChatStream:
 
 
 class _Choices:
-    """The token streams of one request's choices on a scheduler: queued together when the first is read,
-    so that the prompt is evaluated once (``Scheduler.generate_choices``)."""
+    """The token streams of one request's choices on a batching runner: queued together when the first is read,
+    so that a scheduler evaluates the prompt once (``Runner.generate_choices``)."""
 
     def __init__(self, model: Model, req: _Request, cancel: threading.Event | None) -> None:
         self.scheduler = model.scheduler

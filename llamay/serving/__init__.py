@@ -10,19 +10,15 @@ engine sees the same ``TokenStream`` as from a backend that runs one generation 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ..backends.base import Backend, BatchBackend
+from .jobs import Runner
 from .scheduler import Scheduler
 from .slots import Event, Slot, SlotError, State
 
-if TYPE_CHECKING:
-    from .mlx_runner import MlxRunner
-
-__all__ = ["Event", "Scheduler", "Slot", "SlotError", "State", "runner_for"]
+__all__ = ["Event", "Runner", "Scheduler", "Slot", "SlotError", "State", "runner_for"]
 
 
-def runner_for(backend: Backend) -> Scheduler | MlxRunner | None:
+def runner_for(backend: Backend) -> Runner | None:
     """What runs ``backend``'s generations side by side; None where they run one at a time."""
     if isinstance(backend, BatchBackend):
         return Scheduler(backend)

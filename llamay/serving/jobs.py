@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import queue
 import threading
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from typing import Any
 
 from .._core.bitmask import allocate_bitmask
 from .._core.matcher import Matcher
-from ..backends.base import TokenStream
+from ..backends.base import Backend, TokenStream, token_budget
 from ..backends.sampling import Sampling, TokenLogprob
 
 #: What a job's queue holds after its last token, when no error ended it.
@@ -101,3 +103,36 @@ class JobStream(TokenStream):
             if item is END or isinstance(item, BaseException):
                 self._ended = True
                 return
+
+
+class Runner(ABC):
+    """Runs many generations on one model at once, each a ``Job`` read through a ``JobStream``; thread-safe."""
+
+    backend: Backend
+
+    def generate(self, prompt: list[int], *, matcher: Matcher | None, sampling: Sampling, max_tokens: int,
+                 cancel: threading.Event | None = None) -> TokenStream:
+        """Queue a generation; tokens come through the returned stream as they are chosen.
+
+        The same contract as ``SteppedBackend.generate``: EOS ends it unsent, each token was
+        accepted by ``matcher`` before it is sent, ``cancel`` or ``close()`` ends it at the next step.
+        """
+        return self.generate_choices(prompt, [(matcher, sampling)], max_tokens=max_tokens, cancel=cancel)[0]
+
+    def generate_choices(self, prompt: list[int], choices: Sequence[tuple[Matcher | None, Sampling]], *,
+                         max_tokens: int, cancel: threading.Event | None = None) -> list[TokenStream]:
+        """Queue one generation per (matcher, sampling) of ``choices``, all from ``prompt``."""
+        budget = token_budget(max_tokens, len(prompt), self.backend.n_ctx)
+        size = self.backend.vocab.size
+        jobs = [Job(prompt, matcher, sampling, budget, cancel, size) for matcher, sampling in choices]
+        self._queue(jobs)
+        return [JobStream(job) for job in jobs]
+
+    @property
+    @abstractmethod
+    def busy(self) -> int:
+        """Generations running now."""
+
+    @abstractmethod
+    def _queue(self, jobs: list[Job]) -> None:
+        """Take the jobs of one request (its choices, in order) and start the loop where it is not running."""

@@ -25,7 +25,6 @@ from __future__ import annotations
 import threading
 import weakref
 from collections import deque
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,11 +33,9 @@ import numpy as np
 from mlx_lm.generate import BatchGenerator
 from mlx_lm.models.cache import can_trim_prompt_cache, trim_prompt_cache
 
-from .._core.matcher import Matcher
-from ..backends.base import TokenStream, choose_token, token_budget
+from ..backends.base import choose_token
 from ..backends.mlx import PREFILL_STEP, MlxBackend
-from ..backends.sampling import Sampling
-from .jobs import END, Job, JobStream
+from .jobs import END, Job, Runner
 from .slots import shared_prefix
 
 #: Seconds the idle loop thread waits before it looks whether its runner is still there.
@@ -62,8 +59,8 @@ class _Cached:
     cache: list[Any] = field(repr=False)
 
 
-class MlxRunner:
-    """Runs every generation on an ``MlxBackend`` through one ``BatchGenerator``; ``generate`` is thread-safe."""
+class MlxRunner(Runner):
+    """Runs every generation on an ``MlxBackend`` through one ``BatchGenerator``."""
 
     def __init__(self, backend: MlxBackend, *, slots: int, cache_prompt: bool = True) -> None:
         self.backend = backend
@@ -84,17 +81,8 @@ class MlxRunner:
         """Sequences in the generator now."""
         return len(self._running)
 
-    def generate(self, prompt: list[int], *, matcher: Matcher | None, sampling: Sampling, max_tokens: int,
-                 cancel: threading.Event | None = None) -> TokenStream:
-        """Queue a generation; the same contract as ``Scheduler.generate``."""
-        return self.generate_choices(prompt, [(matcher, sampling)], max_tokens=max_tokens, cancel=cancel)[0]
-
-    def generate_choices(self, prompt: list[int], choices: Sequence[tuple[Matcher | None, Sampling]], *,
-                         max_tokens: int, cancel: threading.Event | None = None) -> list[TokenStream]:
-        """Queue one generation per (matcher, sampling) of ``choices``, all from ``prompt``."""
-        budget = token_budget(max_tokens, len(prompt), self.backend.n_ctx)
-        size = self.backend.vocab.size
-        jobs = [Job(prompt, matcher, sampling, budget, cancel, size) for matcher, sampling in choices]
+    def _queue(self, jobs: list[Job]) -> None:
+        """Every choice evaluates the prompt itself, side by side with the others in one prefill batch."""
         with self._lock:
             self._waiting.extend(jobs)
             if self._thread is None:
@@ -102,7 +90,6 @@ class MlxRunner:
                                                 daemon=True)
                 self._thread.start()
         self._wake.set()
-        return [JobStream(job) for job in jobs]
 
     # -- the loop -------------------------------------------------------------------------
     @staticmethod

@@ -30,21 +30,18 @@ import collections
 import os
 import threading
 from collections import deque
-from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from .._core.matcher import Matcher
-from ..backends.base import BatchBackend, TokenStream, choose_token, token_budget
-from ..backends.sampling import Sampling
-from .jobs import END, Job, JobStream
+from ..backends.base import BatchBackend, choose_token
+from .jobs import END, Job, Runner
 from .slots import Event, Slot, State, choose_slot
 
 #: Prompt tokens a step evaluates while other slots generate: a step of 128 prompt tokens costs
 #: those slots about 0.7 s on 2 CPU cores, where a whole 512-token batch would cost 3 s.
 PREFILL_CHUNK = 128
 
-class Scheduler:
-    """Runs every generation on ``backend`` through its slots; ``generate`` is thread-safe."""
+class Scheduler(Runner):
+    """Runs every generation on ``backend`` through its slots."""
 
     def __init__(self, backend: BatchBackend, *, prefill_chunk: int = PREFILL_CHUNK) -> None:
         self.backend = backend
@@ -59,28 +56,14 @@ class Scheduler:
         self._masks = ThreadPoolExecutor(max_workers=max(1, min(backend.slots, os.cpu_count() or 1)),
                                          thread_name_prefix="llamay-mask")
 
-    def generate(self, prompt: list[int], *, matcher: Matcher | None, sampling: Sampling, max_tokens: int,
-                 cancel: threading.Event | None = None) -> TokenStream:
-        """Queue a generation; tokens come through the returned stream as the slot produces them.
-
-        The same contract as ``SteppedBackend.generate``: EOS ends it unsent, each token was
-        accepted by ``matcher`` before it is sent, ``cancel`` or ``close()`` ends it at the next step.
-        """
-        return self.generate_choices(prompt, [(matcher, sampling)], max_tokens=max_tokens, cancel=cancel)[0]
-
-    def generate_choices(self, prompt: list[int], choices: Sequence[tuple[Matcher | None, Sampling]], *,
-                         max_tokens: int, cancel: threading.Event | None = None) -> list[TokenStream]:
-        """Queue one generation per (matcher, sampling) of ``choices``, all from ``prompt``, evaluated once."""
-        budget = token_budget(max_tokens, len(prompt), self.backend.n_ctx)
-        size = self.backend.vocab.size
-        jobs = [Job(prompt, matcher, sampling, budget, cancel, size) for matcher, sampling in choices]
+    def _queue(self, jobs: list[Job]) -> None:
+        """The first choice waits for a slot; the others follow it, to share its evaluated prompt."""
         jobs[0].followers = jobs[1:]
         with self._lock:
             self._waiting.append(jobs[0])
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="llamay-scheduler", daemon=True)
                 self._thread.start()
-        return [JobStream(job) for job in jobs]
 
     @property
     def busy(self) -> int:
