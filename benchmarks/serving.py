@@ -2,7 +2,10 @@
 ``llama-server`` on the same GGUF, threads and slots, and against ``llamay serve --parallel 1``.
 
     python -m benchmarks.serving [--runs 5] [--threads 2] [--slots 4] [--max-tokens 64]
-                                 [--llama-server PATH]
+                                 [--llama-server PATH] [--backend llamacpp|mlx] [--clients 1,4,8]
+
+``--backend mlx`` compares mlx-lm's batch generator (``--parallel N``) with one generation at a
+time on the SmolLM2 folder derived from the GGUF; ``llama-server`` runs only beside llamacpp.
 
 Each client sends one request at the same moment; a round is 1, 4, then 8 clients, on each
 server in turn, so that the machine's load falls on all alike, and every figure is the median
@@ -88,11 +91,14 @@ def main() -> None:
     ap.add_argument("--slots", type=int, default=4)
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--llama-server", metavar="PATH", help="llama.cpp's llama-server binary, to run beside")
+    ap.add_argument("--backend", choices=("llamacpp", "mlx"), default="llamacpp")
+    ap.add_argument("--clients", default=",".join(map(str, CLIENTS)), help="client counts of a round, comma-separated")
     args = ap.parse_args()
-    threads = ("--threads", str(args.threads))
+    clients = [int(n) for n in args.clients.split(",")]
+    threads = ("--threads", str(args.threads), "--backend", args.backend)
     servers = {f"llamay --parallel {args.slots}": start(*threads, "--parallel", str(args.slots)),
                "llamay --parallel 1": start(*threads, "--parallel", "1")}
-    if args.llama_server:
+    if args.llama_server and args.backend == "llamacpp":
         servers[f"llama-server -np {args.slots}"] = start_llama_server(args.llama_server, args.threads, args.slots)
     rows: dict[tuple[str, int], list[dict]] = {}
     speeds: dict[str, list[float]] = {}
@@ -100,7 +106,7 @@ def main() -> None:
         for _, client in servers.values():  # warm up: first-time costs are not the steady state measured here
             burst(client, 2, -1, args.max_tokens)
         for run in range(args.runs):
-            for n in CLIENTS:
+            for n in clients:
                 for name, (_, client) in servers.items():
                     rows.setdefault((name, n), []).append(burst(client, n, run, args.max_tokens))
             for name, (_, client) in servers.items():
@@ -109,7 +115,8 @@ def main() -> None:
         for proc, _ in servers.values():
             proc.terminate()
             proc.wait()
-    print(f"median of {args.runs} interleaved rounds; {args.threads} threads; max_tokens {args.max_tokens}")
+    print(f"median of {args.runs} interleaved rounds; {args.backend} backend; {args.threads} threads; "
+          f"max_tokens {args.max_tokens}")
     print("| server | clients | wall s | tokens/s | median latency s | invalid | cut by max_tokens |")
     print("|---|---|---|---|---|---|---|")
     for (name, n), runs in rows.items():

@@ -58,12 +58,14 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--device", metavar="DEVICE",
                        help="torch device (transformers backend; default cuda, then mps, then cpu)")
     serve.add_argument("--parallel", type=_positive, metavar="N",
-                       help=f"generations run at once, batched into one evaluation a step (llamacpp backend; "
-                            f"default {DEFAULT_PARALLEL}); each slot holds a context of its own")
+                       help=f"generations run at once (default {DEFAULT_PARALLEL}): llamacpp batches them into one "
+                            "evaluation a step, each slot with a context of its own; mlx through mlx-lm's batch "
+                            "generator; transformers runs one at a time")
     serve.add_argument("--no-cache-prompt", dest="cache_prompt", action="store_false",
-                       help="evaluate every prompt afresh (llamacpp backend): slower for a resent conversation, but "
-                            "greedy output is then bit-for-bit reproducible; by default the KV cache keeps the last "
-                            "conversation and a request evaluates only what follows the prefix it shares with it")
+                       help="evaluate every prompt afresh (llamacpp and mlx backends): slower for a resent "
+                            "conversation, but greedy output is then bit-for-bit reproducible; by default finished "
+                            "generations' KV caches are kept and a request evaluates only what follows the longest "
+                            "prefix it shares with one")
     serve.add_argument("--tool-dialect", choices=list(DIALECTS), metavar="NAME",
                        help=f"how the model writes tool calls: {', '.join(DIALECTS)} (default: detected from "
                             "its chat template, hermes where it names none)")
@@ -124,6 +126,9 @@ def _serve(args: argparse.Namespace) -> int:
         layers = "all" if backend.n_gpu_layers < 0 else backend.n_gpu_layers
         _progress(f"{backend.slots} slots of {backend.n_ctx} positions each (the model was trained on "
                   f"{backend.n_ctx_train}); threads: {backend.n_threads}; GPU layers: {layers}")
+    elif model.scheduler is not None:
+        _progress(f"{model.backend.slots} generations at once through mlx-lm's batch generator; prompt cache "
+                  f"{'on' if model.backend.cache_prompt else 'off'}")
     else:
         _progress(f"no prompt cache and one generation at a time on the {args.backend} backend")
     app = App(model, aliases=tuple(args.alias), api_key=args.api_key, lexicon=lexicon, max_body=args.max_body,
@@ -157,6 +162,9 @@ def _backend_options(args: argparse.Namespace) -> dict[str, Any]:
         options.update(cache_prompt=args.cache_prompt, slots=args.parallel or DEFAULT_PARALLEL,
                        n_ctx=args.ctx_size or DEFAULT_CTX_SIZE, n_gpu_layers=args.gpu_layers)
         refused = {"--device": args.device}
+    elif args.backend == "mlx":
+        options.update(cache_prompt=args.cache_prompt, slots=args.parallel or DEFAULT_PARALLEL)
+        refused = {"--ctx-size": args.ctx_size, "--gpu-layers": args.gpu_layers, "--device": args.device}
     else:
         refused = {"--parallel": args.parallel if (args.parallel or 1) > 1 else None, "--ctx-size": args.ctx_size,
                    "--gpu-layers": args.gpu_layers}

@@ -119,6 +119,8 @@ def test_serve_reports_a_model_it_cannot_load(capsys):
     ("fixture", ["--gpu-layers", "10"], "--gpu-layers does not apply to the fixture backend"),
     ("fixture", ["--device", "cuda"], "--device does not apply to the fixture backend"),
     ("llamacpp", ["--device", "cuda"], "--device does not apply to the llamacpp backend"),
+    ("mlx", ["--ctx-size", "2048"], "--ctx-size does not apply to the mlx backend"),
+    ("transformers", ["--parallel", "2"], "--parallel does not apply to the transformers backend; it runs one"),
 ])
 def test_serve_refuses_a_flag_its_backend_does_not_take(capsys, backend, flag, says):
     assert main(["serve", "--backend", backend, *flag]) == 1
