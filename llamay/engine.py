@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import codecs
 import dataclasses
-import json as _json
 import logging
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -29,12 +27,8 @@ from .backends.base import token_budget
 from .backends.sampling import TokenLogprob
 from .chat import CallStream, ChatTemplate, ToolCall, named, normalize_tools
 from .chat.dialects import Markers
-from .chat.tool_grammar import compile_tool_calls
-from .compile_budget import budget
-from .errors import SchemaError, UsageError
-from .grammars.gbnf import compile_gbnf
-from .grammars.jsonschema.compiler import any_json, compile_json_schema
-from .grammars.lexicon import compile_lexicon
+from .constraints import Constraints, tool_mode
+from .errors import UsageError
 from .logprob import Logprob
 from .options import DEFAULT, Limits, Tuning
 from .serving import Runner, runner_for
@@ -47,7 +41,6 @@ CUT_CALL_WARNING = "a tool call cut short before it was complete was dropped: to
 BUDGET_CLOSED_WARNING = ("the token budget closed the constrained output: near max_tokens (or the end of the context) "
                          "only tokens that let it complete in the tokens left were allowed")
 STOP_NOT_APPLIED_WARNING = "stop strings cut free text only: they were not applied to this constrained document"
-_GRAMMAR_CACHE_SIZE = 64
 
 #: The most alternatives ``logprobs`` may ask for per token (OpenAI's ``top_logprobs`` bound).
 MAX_TOP_LOGPROBS = 20
@@ -121,12 +114,11 @@ class Model:
             log.warning("%s has no chat template: using the default (ChatML)", backend.model_id)
         self.dialect = self.template.dialect
         self.markers = Markers(self.dialect, backend.vocab)
+        self.constraints = Constraints(backend.vocab, self.dialect, limits=limits, tuning=tuning)
         self._marker_texts = {i: text for text, i in self.markers.ids.items()}
         # a batching runtime runs its requests side by side through its slots; any other, one at a time
         self.scheduler = runner_for(backend)
         self._lock = threading.Lock()
-        self._grammars: OrderedDict[tuple, CompiledGrammar] = OrderedDict()
-        self._grammars_lock = threading.Lock()
 
     @property
     def model_id(self) -> str:
@@ -187,8 +179,8 @@ class Model:
         misuse, before any token is generated.
         """
         tool_list = normalize_tools(tools)
-        mode, name = _tool_mode(tool_choice, tool_list)
-        constraint = self._pick_constraint(schema, grammar, lexicon, json, tool_list, mode, name, parallel_tool_calls)
+        mode, name = tool_mode(tool_choice, tool_list)
+        constraint = self.constraints.pick(schema, grammar, lexicon, json, tool_list, mode, name, parallel_tool_calls)
         prompt = self.template.render_parts(messages, tool_list if mode != "none" else None)
         names = [t["function"]["name"] for t in tool_list] if tool_list and mode != "none" else None
         free_text = bool(tool_list) and schema is None and grammar is None and lexicon is None and not json
@@ -229,7 +221,7 @@ class Model:
         (``<|im_start|>``) is read as those tokens, as llama-server reads it: a raw prompt has no
         template to guard. ``chat`` keeps messages' text that spells one as text.
         """
-        constraint = self._pick_constraint(schema, grammar, lexicon, json, [], "none", None, False)
+        constraint = self.constraints.pick(schema, grammar, lexicon, json, [], "none", None, False)
         sampling = self._sampling(temperature, top_p, top_k, seed, min_p, frequency_penalty, presence_penalty,
                                   repeat_penalty, repeat_last_n, logit_bias, logprobs)
         return self._generate(prompt, constraint, None, max_tokens, stop, sampling, stream, cancel, n_ctx, n)
@@ -255,15 +247,6 @@ class Model:
                         frequency_penalty=frequency_penalty, presence_penalty=presence_penalty,
                         repeat_penalty=repeat_penalty, repeat_last_n=repeat_last_n, logit_bias=bias,
                         logprobs=logprobs)
-
-    def _pick_constraint(self, schema, grammar, lexicon, json_, tools, mode, name, parallel):
-        chosen = [k for k, v in (("schema", schema), ("grammar", grammar), ("lexicon", lexicon)) if v is not None]
-        chosen += ["json"] if json_ else []
-        if tools and mode != "none" and chosen and chosen != ["schema"] and chosen != ["json"]:
-            chosen.append("tools")
-        if len(chosen) > 1:
-            raise UsageError(f"one constraint at a time: {' and '.join(chosen)} were both given")
-        return self._constraint(schema, grammar, lexicon, json_, tools, mode, name, parallel)
 
     def _generate(self, prompt, constraint, tools, max_tokens, stop, sampling, stream, cancel, n_ctx, n,
                   free_text=False):
@@ -303,52 +286,6 @@ class Model:
         choices = _Choices(self, req, cancel) if self.scheduler is not None else None
         streams = [ChatStream(self, req, each, cancel, choices) for each in samplings]
         return streams if stream else [_collect(events) for events in streams]
-
-    def _constraint(self, schema, grammar, lexicon, json_, tools, mode, name, parallel) -> CompiledGrammar | None:
-        """The request's constraint, compiled (or cached) within one compile budget, whatever it carries."""
-        with budget(self.limits.compile_seconds):
-            return self._compile(schema, grammar, lexicon, json_, tools, mode, name, parallel)
-
-    def _compile(self, schema, grammar, lexicon, json_, tools, mode, name, parallel) -> CompiledGrammar | None:
-        bounds = {"limits": self.limits, "tuning": self.tuning}
-        others = schema is not None or grammar is not None or lexicon is not None or bool(json_)
-        if tools and (mode != "none" or not others):  # under "none", free text in which no call opens
-            specs = [{"name": t["function"]["name"], "parameters": t["function"].get("parameters", {})} for t in tools]
-            document = {"schema": schema} if schema is not None else {"json": json_} if json_ else {}
-            if document.get("json") not in (None, True, "object"):
-                raise UsageError(f'json must be True (any JSON value) or "object", got {json_!r}')
-            key = ("tools", self.dialect.name, mode, name, parallel, _canonical(specs), _canonical(document))
-            return self._cached(key, lambda: compile_tool_calls(
-                specs, mode, name=name, parallel=parallel, dialect=self.dialect, vocab=self.backend.vocab,
-                **document, **bounds))
-        if schema is not None:
-            return self._cached(("schema", _canonical(schema)), lambda: compile_json_schema(schema, **bounds))
-        if grammar is not None:
-            if not isinstance(grammar, str):
-                raise UsageError("grammar must be GBNF text")
-            return self._cached(("gbnf", grammar), lambda: compile_gbnf(grammar, **bounds))
-        if lexicon is not None:
-            words = None if lexicon is True else list(lexicon)
-            return self._cached(("lexicon", _canonical(words)), lambda: compile_lexicon(words, limits=self.limits))
-        if json_:
-            if json_ not in (True, "object"):
-                raise UsageError(f'json must be True (any JSON value) or "object", got {json_!r}')
-            object_only = json_ == "object"
-            return self._cached(("json", object_only), lambda: any_json(object_only=object_only, **bounds))
-        return None
-
-    def _cached(self, key: tuple, build) -> CompiledGrammar:
-        with self._grammars_lock:
-            hit = self._grammars.get(key)
-            if hit is not None:
-                self._grammars.move_to_end(key)
-                return hit
-        compiled = build()
-        with self._grammars_lock:
-            self._grammars[key] = compiled
-            while len(self._grammars) > _GRAMMAR_CACHE_SIZE:
-                self._grammars.popitem(last=False)
-        return compiled
 
 @dataclass
 class _Request:
@@ -579,26 +516,3 @@ def _collect(events: ChatStream) -> ChatResult:
         if logprobs is not None:
             logprobs += event.logprobs
     raise AssertionError("the event stream ended without Done")
-
-
-def _tool_mode(choice: Any, tools: list[dict]) -> tuple[str, str | None]:
-    """OpenAI's ``tool_choice`` as (mode, tool name)."""
-    if choice is None or choice == "auto":
-        return "auto", None
-    if choice in ("none", "required"):
-        return choice, None
-    if isinstance(choice, Mapping) and choice.get("type") == "function" and isinstance(choice.get("function"), Mapping):
-        name = choice["function"].get("name")
-        names = [t["function"]["name"] for t in tools]
-        if name not in names:
-            raise UsageError(f"tool_choice names {name!r}, which is not among the offered tools {names}")
-        return "named", name
-    raise UsageError(f'tool_choice must be "auto", "none", "required" or a named function, got {choice!r}')
-
-
-def _canonical(value: Any) -> str:
-    """A constraint's cache key; a value nested past what Python's serializer walks is refused here, as MAX_DEPTH."""
-    try:
-        return _json.dumps(value, sort_keys=False, separators=(",", ":"), ensure_ascii=False)
-    except RecursionError:
-        raise SchemaError("the constraint nests too deeply to read", keyword="MAX_DEPTH") from None

@@ -20,7 +20,8 @@ import torch
 
 from llamay import UsageError, Vocabulary, allocate_bitmask, apply_bitmask
 from llamay.backends import load_backend
-from llamay.backends.transformers import LlamayLogitsProcessor, _apply
+from llamay.backends.torch_mask import mask_scores
+from llamay.backends.transformers import LlamayLogitsProcessor
 from llamay.errors import InternalError
 from llamay.grammars.gbnf import compile_gbnf
 from llamay.grammars.jsonschema.compiler import compile_json_schema
@@ -185,10 +186,12 @@ def reference_mask(scores: np.ndarray, mask: np.ndarray, size: int) -> np.ndarra
     return out
 
 
+@pytest.mark.parametrize("as_tensor", [False, True])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("width", [70, 96])
-def test_both_mask_routes_agree(dtype, width):
-    """The numpy-view route (contiguous CPU float32/16) and the torch-unpack route (any other scores) mask alike.
+def test_both_mask_routes_agree(dtype, width, as_tensor):
+    """The numpy-view route (contiguous CPU float32/16) and the torch-unpack route (any other scores) mask alike,
+    from a numpy mask or a torch one (SGLang's).
 
     Columns past the vocabulary (a model's padded logits) are always refused.
     """
@@ -197,10 +200,11 @@ def test_both_mask_routes_agree(dtype, width):
     mask = rng.integers(-(2**31), 2**31, size=(3, 3)).astype(np.int32)
     scores = torch.from_numpy(rng.standard_normal((3, width)).astype(np.float32)).to(dtype)
     expect = reference_mask(scores.float().numpy(), mask, size)
+    given = torch.from_numpy(mask) if as_tensor else mask
     contiguous = scores.clone()
-    _apply(contiguous, mask, size, {})
+    mask_scores(contiguous, given, size, {})
     strided = scores.t().contiguous().t()  # the same values, column-major
     assert not strided.is_contiguous()
-    _apply(strided, mask, size, {})
+    mask_scores(strided, given, size, {})
     np.testing.assert_array_equal(contiguous.float().numpy(), expect)
     np.testing.assert_array_equal(strided.float().numpy(), expect)

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from .._core.automaton import CompiledGrammar
-from .._core.bitmask import allocate_bitmask, apply_bitmask
+from .._core.bitmask import allocate_bitmask
 from .._core.matcher import Matcher
 from ..errors import InternalError, UsageError
 from ..modelfiles.shipped import DEFAULT_MODEL_ID, ModelError
@@ -31,6 +31,7 @@ from ..vocab import Vocabulary
 from .base import SteppedBackend
 from .devices import torch_device
 from .hf_common import Encoder, extends, tokens_budget, tokens_left
+from .torch_mask import mask_scores
 
 try:
     import torch
@@ -178,7 +179,7 @@ class LlamayLogitsProcessor(transformers.LogitsProcessor):
                 matcher.fill_next_token_bitmask(mask, row, tokens_left=left)
                 live.append(row)
         if live:
-            _apply(scores, mask, self.vocab.size, self._bits)
+            mask_scores(scores, mask, self.vocab.size, self._bits)
         return scores
 
     def _advance(self, input_ids: torch.Tensor) -> None:
@@ -190,26 +191,6 @@ class LlamayLogitsProcessor(transformers.LogitsProcessor):
                     break
                 if not matcher.accept_token(token):
                     raise InternalError(f"row {row}: token {token} was generated although the constraint refused it")
-
-
-def _apply(scores: torch.Tensor, mask: np.ndarray, size: int, bits: dict) -> None:
-    """``scores[r, i] = -inf`` wherever bit ``i`` of row ``r`` is clear; columns from ``size`` on are refused."""
-    if scores.shape[1] > size:
-        scores[:, size:] = -float("inf")
-    if scores.device.type == "cpu" and scores.dtype in (torch.float32, torch.float16) and scores.is_contiguous():
-        view = scores.detach().numpy()
-        if view.shape[1] == size:
-            apply_bitmask(view, mask)
-        else:
-            for r in range(view.shape[0]):  # a row of a wider matrix is contiguous; a column slice is not
-                apply_bitmask(view[r, :size], mask[r])
-        return
-    shifts = bits.get(scores.device)
-    if shifts is None:
-        shifts = bits[scores.device] = torch.arange(32, dtype=torch.int32, device=scores.device)
-    words = torch.from_numpy(mask).to(scores.device, non_blocking=True)
-    allowed = ((words.unsqueeze(-1) >> shifts) & 1).bool().reshape(mask.shape[0], -1)[:, :size]
-    scores[:, :size].masked_fill_(~allowed, -float("inf"))
 
 
 def load(
