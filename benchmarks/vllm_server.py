@@ -9,6 +9,7 @@ CPU here, in float32 (its default would cast to bfloat16 and change the greedy a
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import time
 import urllib.request
@@ -44,3 +45,20 @@ def start_vllm(model: Path, port: int, *flags: str, log: Path | None = None) -> 
             time.sleep(1)
     proc.kill()
     raise RuntimeError(f"vLLM's server did not start (exit {proc.poll()}){f'; see {log}' if log else ''}")
+
+
+def start_llamay(model: Path, *flags: str, log: Path) -> tuple[subprocess.Popen, str]:
+    """``llamay serve --backend vllm`` from vLLM's environment on a free loopback port; returns the process and
+    its base URL. vLLM's engine runs as it does under ``start_vllm``."""
+    out = open(log, "w")  # noqa: SIM115 (the server outlives this call)
+    proc = subprocess.Popen(
+        [str(PYTHON), "-m", "llamay.cli", "serve", "--backend", "vllm", "--model", str(model), "--port", "0",
+         "--ctx-size", "2048", "--vllm-arg", "dtype=float32", "--vllm-arg", "enforce_eager=true", *flags],
+        cwd=ROOT, env={**os.environ, **ENV}, stdout=out, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None:
+        if found := re.search(r"on http://127\.0\.0\.1:(\d+)", log.read_text()):
+            return proc, f"http://127.0.0.1:{found[1]}"
+        time.sleep(1)
+    proc.kill()
+    raise RuntimeError(f"llamay serve --backend vllm did not start (exit {proc.poll()}); see {log}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import os
 import sys
@@ -43,15 +44,15 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     serve = commands.add_parser("serve", help="serve a model over HTTP",
                                 description="Serve one model over the OpenAI, Anthropic and Ollama HTTP APIs.")
-    serve.add_argument("--backend", default="llamacpp", help="runtime: llamacpp (default), transformers, mlx")
+    serve.add_argument("--backend", default="llamacpp", help="runtime: llamacpp (default), transformers, mlx, vllm")
     serve.add_argument("--model", help="model file or folder (default: the embedded SmolLM2-135M-Instruct)")
     serve.add_argument("--threads", type=_positive, metavar="N",
                        help="CPU threads for the backend (llamacpp: default the physical cores this process may "
                             "use, for one token and for prompts alike; transformers: torch's threads; mlx: ignored)")
     serve.add_argument("--ctx-size", type=_positive, metavar="N",
-                       help="positions of context each slot holds, prompt and reply together (llamacpp backend; "
-                            f"default {DEFAULT_CTX_SIZE}). Per slot: the KV cache holds --parallel times this, unlike "
-                            "llama-server's -c, which its slots divide")
+                       help="positions of context each slot holds, prompt and reply together (llamacpp backend: "
+                            f"default {DEFAULT_CTX_SIZE}; per slot, so the KV cache holds --parallel times it, unlike"
+                            " llama-server's -c, which its slots divide; vllm: its max_model_len, default the model's)")
     serve.add_argument("--gpu-layers", type=_gpu_layers, metavar="N",
                        help="layers offloaded to the GPU (llamacpp backend; default all where llama.cpp was built "
                             "with CUDA or Metal, else none; -1 means all)")
@@ -60,7 +61,16 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--parallel", type=_positive, metavar="N",
                        help=f"generations run at once (default {DEFAULT_PARALLEL}): llamacpp batches them into one "
                             "evaluation a step, each slot with a context of its own; mlx through mlx-lm's batch "
-                            "generator; transformers runs one at a time")
+                            "generator; vllm: its max_num_seqs; transformers runs one at a time")
+    serve.add_argument("--tensor-parallel-size", type=_positive, metavar="N",
+                       help="GPUs each layer is split over (vllm backend: vLLM's own flag; default 1)")
+    serve.add_argument("--pipeline-parallel-size", type=_positive, metavar="N",
+                       help="stages the layers are split into, across GPUs or nodes (vllm backend: vLLM's own flag, "
+                            "several nodes through Ray; default 1)")
+    serve.add_argument("--vllm-arg", action="append", default=[], type=_engine_arg, metavar="NAME=VALUE",
+                       help="one of vLLM's engine arguments (AsyncEngineArgs), the value read as JSON where it parses "
+                            "as JSON, else as text; repeatable (e.g. --vllm-arg dtype=float32 "
+                            "--vllm-arg enforce_eager=true)")
     serve.add_argument("--no-cache-prompt", dest="cache_prompt", action="store_false",
                        help="evaluate every prompt afresh (llamacpp and mlx backends): slower for a resent "
                             "conversation, but greedy output is then bit-for-bit reproducible; by default finished "
@@ -126,6 +136,11 @@ def _serve(args: argparse.Namespace) -> int:
         layers = "all" if backend.n_gpu_layers < 0 else backend.n_gpu_layers
         _progress(f"{backend.slots} slots of {backend.n_ctx} positions each (the model was trained on "
                   f"{backend.n_ctx_train}); threads: {backend.n_threads}; GPU layers: {layers}")
+    elif args.backend == "vllm":
+        args_ = model.backend.engine_args
+        _progress(f"vLLM: up to {args_.max_num_seqs} sequences of {args_.max_model_len} positions; tensor parallel "
+                  f"{args_.tensor_parallel_size}, pipeline parallel {args_.pipeline_parallel_size}; prefix cache "
+                  f"{'on' if args_.enable_prefix_caching is not False else 'off'}")
     elif model.scheduler is not None:
         _progress(f"{model.backend.slots} generations at once through mlx-lm's batch generator; prompt cache "
                   f"{'on' if model.backend.cache_prompt else 'off'}")
@@ -158,7 +173,17 @@ def _progress(line: str) -> None:
 def _backend_options(args: argparse.Namespace) -> dict[str, Any]:
     """The backend's load options from the flags; ValueError for a flag that backend does not take."""
     options: dict[str, Any] = {"n_threads": args.threads} if args.threads else {}
-    if args.backend == "llamacpp":
+    parallelism = {"--tensor-parallel-size": args.tensor_parallel_size,
+                   "--pipeline-parallel-size": args.pipeline_parallel_size}
+    if args.backend == "vllm":
+        options.update(slots=args.parallel or DEFAULT_PARALLEL, n_ctx=args.ctx_size,
+                       tensor_parallel_size=args.tensor_parallel_size or 1,
+                       pipeline_parallel_size=args.pipeline_parallel_size or 1)
+        options.update(dict(args.vllm_arg))
+        if not args.cache_prompt:
+            options["enable_prefix_caching"] = False
+        refused = {"--gpu-layers": args.gpu_layers, "--device": args.device}
+    elif args.backend == "llamacpp":
         options.update(cache_prompt=args.cache_prompt, slots=args.parallel or DEFAULT_PARALLEL,
                        n_ctx=args.ctx_size or DEFAULT_CTX_SIZE, n_gpu_layers=args.gpu_layers)
         refused = {"--device": args.device}
@@ -172,11 +197,23 @@ def _backend_options(args: argparse.Namespace) -> dict[str, Any]:
             options["device"] = args.device
         else:
             refused["--device"] = args.device
+    if args.backend != "vllm":
+        refused.update(parallelism, **{"--vllm-arg": args.vllm_arg or None})
     for flag, value in refused.items():
         if value is not None:
             raise ValueError(f"{flag} does not apply to the {args.backend} backend"
                              + ("; it runs one generation at a time" if flag == "--parallel" else ""))
     return options
+
+
+def _engine_arg(text: str) -> tuple[str, Any]:
+    name, sep, value = text.partition("=")
+    if not sep or not name.isidentifier():
+        raise argparse.ArgumentTypeError(f"must be NAME=VALUE with NAME one of vLLM's engine arguments, got {text!r}")
+    try:
+        return name, json.loads(value)
+    except ValueError:
+        return name, value
 
 
 def _gpu_layers(text: str) -> int:

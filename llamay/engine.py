@@ -31,7 +31,7 @@ from .constraints import Constraints, tool_mode
 from .errors import UsageError
 from .logprob import Logprob
 from .options import DEFAULT, Limits, Tuning
-from .serving import Runner, runner_for
+from .serving import runner_for
 from .vocab import Vocabulary
 
 log = logging.getLogger("llamay")
@@ -124,11 +124,6 @@ class Model:
     def model_id(self) -> str:
         return self.backend.model_id
 
-    @property
-    def runner(self) -> Runner | Backend:
-        """What runs token generations (``generate``): the batching runner where there is one, else the backend."""
-        return self.scheduler or self.backend
-
     def chat(
         self,
         messages: Sequence[Mapping[str, Any]],
@@ -180,14 +175,16 @@ class Model:
         """
         tool_list = normalize_tools(tools)
         mode, name = tool_mode(tool_choice, tool_list)
-        constraint = self.constraints.pick(schema, grammar, lexicon, json, tool_list, mode, name, parallel_tool_calls)
+        fields = {"schema": schema, "grammar": grammar, "lexicon": lexicon, "json": json, "tools": tool_list,
+                  "mode": mode, "name": name, "parallel": parallel_tool_calls}
+        constraint = self.constraints.pick(**fields)
         prompt = self.template.render_parts(messages, tool_list if mode != "none" else None)
         names = [t["function"]["name"] for t in tool_list] if tool_list and mode != "none" else None
         free_text = bool(tool_list) and schema is None and grammar is None and lexicon is None and not json
         sampling = self._sampling(temperature, top_p, top_k, seed, min_p, frequency_penalty, presence_penalty,
                                   repeat_penalty, repeat_last_n, logit_bias, logprobs)
         return self._generate(prompt, constraint, names, max_tokens, stop, sampling, stream, cancel, n_ctx, n,
-                              free_text)
+                              free_text, fields)
 
     def complete(
         self,
@@ -221,10 +218,12 @@ class Model:
         (``<|im_start|>``) is read as those tokens, as llama-server reads it: a raw prompt has no
         template to guard. ``chat`` keeps messages' text that spells one as text.
         """
-        constraint = self.constraints.pick(schema, grammar, lexicon, json, [], "none", None, False)
+        fields = {"schema": schema, "grammar": grammar, "lexicon": lexicon, "json": json}
+        constraint = self.constraints.pick(**fields)
         sampling = self._sampling(temperature, top_p, top_k, seed, min_p, frequency_penalty, presence_penalty,
                                   repeat_penalty, repeat_last_n, logit_bias, logprobs)
-        return self._generate(prompt, constraint, None, max_tokens, stop, sampling, stream, cancel, n_ctx, n)
+        return self._generate(prompt, constraint, None, max_tokens, stop, sampling, stream, cancel, n_ctx, n,
+                              source=fields)
 
     # -- request preparation (everything that can fail before generation) -------------------
     def _sampling(self, temperature, top_p, top_k, seed, min_p, frequency_penalty, presence_penalty, repeat_penalty,
@@ -249,7 +248,7 @@ class Model:
                         logprobs=logprobs)
 
     def _generate(self, prompt, constraint, tools, max_tokens, stop, sampling, stream, cancel, n_ctx, n,
-                  free_text=False):
+                  free_text=False, source=None):
         """Run the generation; stop strings apply to free text: all of an unconstrained output, and
         the text beside tool calls (``free_text``), never inside a call or a constrained document."""
         if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
@@ -277,7 +276,8 @@ class Model:
         if context != self.backend.n_ctx:  # the runner caps at the backend's context; a smaller one is the request's
             budget = token_budget(budget, len(prompt_ids), context)
         vocab = self.markers.vocab if tools is not None else self.backend.vocab
-        req = _Request(prompt_ids, constraint, vocab, tools, budget, stops, notes, free_text)
+        source = {**source, "dialect": self.dialect.name} if constraint is not None else None
+        req = _Request(prompt_ids, constraint, vocab, tools, budget, stops, notes, free_text, source)
         if n == 1:
             events = ChatStream(self, req, sampling, cancel)
             return events if stream else _collect(events)
@@ -297,6 +297,7 @@ class _Request:
     stops: list[str]  # cut the text outside tool calls; empty for a constrained document
     notes: list[str]  # warnings known before generation
     free_text: bool  # prose may stand beside the calls (tools under auto or none): the budget closes calls only
+    source: dict[str, Any] | None  # the constraint's fields and dialect, for a runner that compiles it elsewhere
 
 
 class ChatStream:
@@ -338,8 +339,14 @@ class ChatStream:
         scored = _Scored(model, markers) if sampling.logprobs is not None else None
         n_tokens, made_calls, reason, first_token_ns = 0, False, "length", 0
         with model._lock if model.scheduler is None else nullcontext():
-            gen = self._choices.stream(self._index) if self._choices is not None else model.runner.generate(
-                req.prompt_ids, matcher=matcher, sampling=sampling, max_tokens=req.max_tokens, cancel=cancel)
+            if self._choices is not None:
+                gen = self._choices.stream(self._index)
+            elif model.scheduler is not None:
+                gen = model.scheduler.generate(req.prompt_ids, matcher=matcher, sampling=sampling,
+                                               max_tokens=req.max_tokens, cancel=cancel, source=req.source)
+            else:
+                gen = model.backend.generate(req.prompt_ids, matcher=matcher, sampling=sampling,
+                                             max_tokens=req.max_tokens, cancel=cancel)
             try:
                 while True:
                     try:
@@ -412,7 +419,8 @@ class _Choices:
         with self.lock:
             if self.streams is None:
                 self.streams = self.scheduler.generate_choices(self.req.prompt_ids, self.entries,
-                                                               max_tokens=self.req.max_tokens, cancel=self.cancel)
+                                                               max_tokens=self.req.max_tokens, cancel=self.cancel,
+                                                               source=self.req.source)
             return self.streams[index]
 
     def close(self, index: int) -> None:

@@ -121,13 +121,17 @@ def test_serve_reports_a_model_it_cannot_load(capsys):
     ("llamacpp", ["--device", "cuda"], "--device does not apply to the llamacpp backend"),
     ("mlx", ["--ctx-size", "2048"], "--ctx-size does not apply to the mlx backend"),
     ("transformers", ["--parallel", "2"], "--parallel does not apply to the transformers backend; it runs one"),
+    ("llamacpp", ["--tensor-parallel-size", "2"], "--tensor-parallel-size does not apply to the llamacpp backend"),
+    ("mlx", ["--pipeline-parallel-size", "2"], "--pipeline-parallel-size does not apply to the mlx backend"),
+    ("fixture", ["--vllm-arg", "dtype=float32"], "--vllm-arg does not apply to the fixture backend"),
 ])
 def test_serve_refuses_a_flag_its_backend_does_not_take(capsys, backend, flag, says):
     assert main(["serve", "--backend", backend, *flag]) == 1
     assert says in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("flag", [["--queue", "-1"], ["--parallel", "0"], ["--ctx-size", "0"], ["--gpu-layers", "-2"]])
+@pytest.mark.parametrize("flag", [["--queue", "-1"], ["--parallel", "0"], ["--ctx-size", "0"], ["--gpu-layers", "-2"],
+                                  ["--vllm-arg", "dtype"], ["--vllm-arg", "not a name=1"]])
 def test_serve_needs_valid_numbers(capsys, flag):
     with pytest.raises(SystemExit) as info:
         main(["serve", *flag])

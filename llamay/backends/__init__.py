@@ -8,7 +8,7 @@ from ..errors import UsageError
 from .base import Backend, BatchBackend, Sampling, SteppedBackend, TokenStream
 
 #: Backend names, each the module under this package that implements it.
-NAMES = ("llamacpp", "transformers", "mlx", "fixture")
+NAMES = ("llamacpp", "transformers", "mlx", "vllm", "fixture")
 
 
 def load_backend(name: str, model=None, **options) -> Backend:

@@ -30,6 +30,19 @@ class Encoder:
         return self._as_text.encode(text, add_special_tokens=False).ids
 
 
+def take_tokenizer(backend: Any, tokenizer: Any) -> None:
+    """Set a backend's template metadata and encoder from a fast HF tokenizer (transformers, mlx-lm, vLLM)."""
+    template = getattr(tokenizer, "chat_template", None)
+    backend.chat_template = template if isinstance(template, str) else None
+    backend.bos_token = tokenizer.bos_token or ""
+    backend.eos_token = tokenizer.eos_token or ""
+    # whether the tokenizer puts BOS in front of plain text (llama) or not (SmolLM2, Qwen)
+    backend.bos_id = bos = tokenizer.bos_token_id
+    backend.add_bos = bos is not None and tokenizer.encode("a", add_special_tokens=True)[:1] == [bos]
+    backend._encode = Encoder(tokenizer)
+    backend.control_texts = backend._encode.control_texts
+
+
 def extends(cached: list[int], prompt: list[int]) -> bool:
     """Whether a KV cache holding ``cached`` can be extended to ``prompt`` (a strict, non-empty prefix)."""
     return 0 < len(cached) < len(prompt) and prompt[: len(cached)] == cached

@@ -29,7 +29,7 @@ from ..errors import InternalError, UsageError
 from ..modelfiles.shipped import DEFAULT_MODEL_ID, ModelError
 from ..vocab import Vocabulary
 from .base import SteppedBackend
-from .hf_common import Encoder, extends, tokens_budget, tokens_left
+from .hf_common import extends, take_tokenizer, tokens_budget, tokens_left
 
 try:
     import mlx.core as mx
@@ -66,14 +66,7 @@ class MlxBackend(SteppedBackend):
             vocab = Vocabulary(tokens, {*vocab.eos_ids, *extra}, size=vocab.size, special_texts=vocab.special_texts)
         self.vocab = vocab
         self.n_ctx = int(getattr(args, "max_position_embeddings", 0) or 0)
-        template = getattr(hf, "chat_template", None)
-        self.chat_template = template if isinstance(template, str) else None
-        self.bos_token = hf.bos_token or ""
-        self.eos_token = hf.eos_token or ""
-        self.bos_id = bos = hf.bos_token_id
-        self.add_bos = bos is not None and hf.encode("a", add_special_tokens=True)[:1] == [bos]
-        self._encode = Encoder(hf)
-        self.control_texts = self._encode.control_texts
+        take_tokenizer(self, hf)
         self._cache: list[Any] | None = None
         self._ids: list[int] = []
         self._logits: np.ndarray | None = None

@@ -30,7 +30,7 @@ from ..modelfiles.shipped import DEFAULT_MODEL_ID, ModelError
 from ..vocab import Vocabulary
 from .base import SteppedBackend
 from .devices import torch_device
-from .hf_common import Encoder, extends, tokens_budget, tokens_left
+from .hf_common import extends, take_tokenizer, tokens_budget, tokens_left
 from .torch_mask import mask_scores
 
 try:
@@ -59,14 +59,7 @@ class TransformersBackend(SteppedBackend):
         width = int(getattr(config, "vocab_size", 0) or 0)
         self.vocab = Vocabulary.from_hf(tokenizer, size=max(width, len(tokenizer)) or None)
         self.n_ctx = int(getattr(config, "max_position_embeddings", 0) or 0)
-        self.chat_template = tokenizer.chat_template if isinstance(tokenizer.chat_template, str) else None
-        self.bos_token = tokenizer.bos_token or ""
-        self.eos_token = tokenizer.eos_token or ""
-        # Whether the tokenizer puts BOS in front of plain text (llama) or not (SmolLM2, Qwen)
-        self.bos_id = bos = tokenizer.bos_token_id
-        self.add_bos = bos is not None and tokenizer.encode("a", add_special_tokens=True)[:1] == [bos]
-        self._encode = Encoder(tokenizer)
-        self.control_texts = self._encode.control_texts
+        take_tokenizer(self, tokenizer)
         # transformers 5.24 renamed ``past_key_values`` to ``cache`` (the old name warns, and goes in 5.40)
         params = inspect.signature(model.forward).parameters
         self._cache_arg = "cache" if "cache" in params else "past_key_values"

@@ -60,7 +60,7 @@ def validate(params: Any) -> None:
         args = constraint_args(params.extra_args)
         if args is not None:
             dialect = named(args.dialect or "hermes")
-            checker = _checked.setdefault(dialect.name, Constraints(None, dialect))
+            checker = _checked.get(dialect.name) or _checked.setdefault(dialect.name, Constraints(None, dialect))
             checker.pick(**args.fields)
     except LlamayError as e:
         raise ValueError(str(e)) from None

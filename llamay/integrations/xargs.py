@@ -110,3 +110,25 @@ def _lexicon(value: Any) -> bool | list[str]:
     if isinstance(value, list) and value and all(isinstance(w, str) for w in value):
         return value
     raise UsageError(f"{PREFIX}lexicon must be 1 (the built-in word list) or a list of words, got {value!r}")
+
+
+def to_xargs(fields: Mapping[str, Any], dialect: str | None = None) -> dict[str, Any]:
+    """The arguments that carry ``Constraints.pick``'s keywords to another engine: ``constraint_args``' inverse."""
+    out: dict[str, Any] = {}
+    if fields.get("schema") is not None:
+        out[PREFIX + "schema"] = json.dumps(fields["schema"])
+    if fields.get("grammar") is not None:
+        out[PREFIX + "grammar"] = fields["grammar"]
+    if fields.get("json"):
+        out[PREFIX + "json"] = "object" if fields["json"] == "object" else 1
+    if fields.get("lexicon") is not None:
+        out[PREFIX + "lexicon"] = 1 if fields["lexicon"] is True else list(fields["lexicon"])
+    if fields.get("tools"):
+        out[PREFIX + "tools"] = json.dumps(list(fields["tools"]))
+        mode = fields.get("mode", "auto")
+        out[PREFIX + "tool_choice"] = fields["name"] if mode == "named" else mode
+        if fields.get("parallel") is not None:
+            out[PREFIX + "parallel_tool_calls"] = int(fields["parallel"])
+    if dialect is not None and fields.get("tools"):
+        out[PREFIX + "dialect"] = dialect
+    return out

@@ -11,7 +11,7 @@ from __future__ import annotations
 import queue
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._core.bitmask import allocate_bitmask
@@ -27,9 +27,10 @@ class Job:
     """One request inside a runner: its prompt, constraint and sampling, and where its tokens go."""
 
     def __init__(self, prompt: list[int], matcher: Matcher | None, sampling: Sampling, budget: int,
-                 cancel: threading.Event | None, vocab_size: int) -> None:
+                 cancel: threading.Event | None, vocab_size: int, source: Mapping[str, Any] | None = None) -> None:
         self.prompt = prompt
         self.matcher = matcher
+        self.source = source  # the constraint's fields and dialect, where the runner compiles it elsewhere
         self.mask = allocate_bitmask(vocab_size) if matcher is not None else None
         self.sampling = sampling
         self.rng = sampling.rng()
@@ -111,20 +112,24 @@ class Runner(ABC):
     backend: Backend
 
     def generate(self, prompt: list[int], *, matcher: Matcher | None, sampling: Sampling, max_tokens: int,
-                 cancel: threading.Event | None = None) -> TokenStream:
+                 cancel: threading.Event | None = None, source: Mapping[str, Any] | None = None) -> TokenStream:
         """Queue a generation; tokens come through the returned stream as they are chosen.
 
         The same contract as ``SteppedBackend.generate``: EOS ends it unsent, each token was
         accepted by ``matcher`` before it is sent, ``cancel`` or ``close()`` ends it at the next step.
+        ``source`` is what the matcher's grammar was compiled from (``Constraints.pick``'s keywords
+        and the dialect), for a runner whose runtime compiles the constraint itself (vLLM's workers).
         """
-        return self.generate_choices(prompt, [(matcher, sampling)], max_tokens=max_tokens, cancel=cancel)[0]
+        return self.generate_choices(prompt, [(matcher, sampling)], max_tokens=max_tokens, cancel=cancel,
+                                     source=source)[0]
 
     def generate_choices(self, prompt: list[int], choices: Sequence[tuple[Matcher | None, Sampling]], *,
-                         max_tokens: int, cancel: threading.Event | None = None) -> list[TokenStream]:
+                         max_tokens: int, cancel: threading.Event | None = None,
+                         source: Mapping[str, Any] | None = None) -> list[TokenStream]:
         """Queue one generation per (matcher, sampling) of ``choices``, all from ``prompt``."""
         budget = token_budget(max_tokens, len(prompt), self.backend.n_ctx)
         size = self.backend.vocab.size
-        jobs = [Job(prompt, matcher, sampling, budget, cancel, size) for matcher, sampling in choices]
+        jobs = [Job(prompt, matcher, sampling, budget, cancel, size, source) for matcher, sampling in choices]
         self._queue(jobs)
         return [JobStream(job) for job in jobs]
 
