@@ -179,9 +179,7 @@ def _backend_options(args: argparse.Namespace) -> dict[str, Any]:
         options.update(slots=args.parallel or DEFAULT_PARALLEL, n_ctx=args.ctx_size,
                        tensor_parallel_size=args.tensor_parallel_size or 1,
                        pipeline_parallel_size=args.pipeline_parallel_size or 1)
-        options.update(dict(args.vllm_arg))
-        if not args.cache_prompt:
-            options["enable_prefix_caching"] = False
+        options.update(dict(args.vllm_arg), cache_prompt=args.cache_prompt)
         refused = {"--gpu-layers": args.gpu_layers, "--device": args.device}
     elif args.backend == "llamacpp":
         options.update(cache_prompt=args.cache_prompt, slots=args.parallel or DEFAULT_PARALLEL,

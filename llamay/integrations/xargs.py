@@ -13,7 +13,8 @@ strings, numbers or lists of those: a schema or a tool list travels as a JSON st
   ``llamay_parallel_tool_calls`` (``0`` or ``1``; unset: as the dialect writes calls);
 - ``llamay_dialect``: how the model writes tool calls (default: detected from its chat template).
 
-Any other ``llamay_`` name is refused, so a misspelt one cannot pass as unconstrained.
+Any other ``llamay_`` name is refused, so a misspelt one cannot pass as unconstrained. A tool
+named ``auto``, ``none`` or ``required`` cannot be chosen by name here: the name reads as the mode.
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """One request inside a batching runner, and the consumer's side of it.
 
 A runner (the ``Scheduler`` over a ``BatchBackend``, the ``MlxRunner`` over mlx-lm's batch
-generator) owns its ``Job``s on its own thread; the thread that asked for the generation reads
-the job's tokens through a ``JobStream``. Both runners hand a token over through ``Job.deliver``,
-so EOS, the token budget and the log probabilities end and count the same way on either.
+generator, the ``VllmRunner`` over vLLM's engine) owns its ``Job``s on its own thread; the thread
+that asked for the generation reads the job's tokens through a ``JobStream``. Every runner hands
+a token over through ``Job.deliver``, so EOS, the token budget and the log probabilities end and
+count the same way on each.
 """
 
 from __future__ import annotations

@@ -55,6 +55,7 @@ class VllmRunner(Runner):
         asyncio.set_event_loop(self._loop)
         try:
             self.engine = AsyncLLM.from_engine_args(self.backend.engine_args)
+            self.backend.n_ctx = self.engine.model_config.max_model_len  # what vLLM settled on
         except BaseException as e:  # handed to the constructor, which raises it
             self._error = e
             return
@@ -80,6 +81,8 @@ class VllmRunner(Runner):
                 tokens = list(completion.token_ids)
                 # a "stop" finish ends on its stop token: EOS, or one vLLM took from the model's generation config,
                 # which llamay's vocabulary may not list; it ends the reply, unsent, as EOS does
+                if out.finished and completion.finish_reason not in ("stop", "length"):
+                    raise InternalError(f"vLLM ended the request: {completion.finish_reason}")
                 stopped = out.finished and completion.finish_reason == "stop" and bool(tokens)
                 for i, token in enumerate(tokens[:-1] if stopped else tokens):
                     if job.matcher is not None:
@@ -108,6 +111,7 @@ class VllmRunner(Runner):
         return SamplingParams(
             temperature=s.temperature, top_p=s.top_p, top_k=s.top_k, min_p=s.min_p, seed=s.seed,
             frequency_penalty=s.frequency_penalty, presence_penalty=s.presence_penalty,
+            # vLLM's repetition penalty counts every prompt and reply token: repeat_last_n is not kept
             repetition_penalty=s.repeat_penalty if s.repeat_last_n != 0 else 1.0,
             logit_bias=dict(s.logit_bias) or None, logprobs=s.logprobs, max_tokens=job.budget,
             extra_args=xargs or None, detokenize=False, skip_special_tokens=False,
