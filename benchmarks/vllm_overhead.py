@@ -17,14 +17,13 @@ import argparse
 import itertools
 import json
 import os
-import socket
 import statistics
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from benchmarks.vllm_server import start_vllm
+from benchmarks.vllm_server import free_port, start_vllm
 
 SCHEMA = {"type": "object",
           "properties": {"name": {"type": "string"}, "age": {"type": "integer"}, "city": {"type": "string"},
@@ -76,9 +75,7 @@ def main() -> None:
 
     timings = Path(tempfile.mkdtemp()) / "timings.txt"
     os.environ["LLAMAY_VLLM_TIMINGS"] = str(timings)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     proc, client = start_vllm(default_hf_folder(), port, "--logits-processors",
                               "benchmarks.vllm_timed_processor:TimedLlamayLogitsProcessor", "--max-num-seqs",
                               str(args.clients), log=timings.with_name("server.log"))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import subprocess
 import time
 import urllib.request
@@ -24,6 +25,13 @@ PYTHON = VENV / "bin" / "python"
 READY = VENV / "llamay-ready"
 PROCESSOR = "llamay.integrations.vllm:LlamayLogitsProcessor"
 ENV = {"VLLM_USE_V2_MODEL_RUNNER": "0", "VLLM_CPU_KVCACHE_SPACE": "1"}
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on now (vLLM's server takes no port 0)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def start_vllm(model: Path, port: int, *flags: str, log: Path | None = None) -> tuple[subprocess.Popen, OpenAI]:

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 from concurrent.futures import ThreadPoolExecutor
 
 import jsonschema
 import openai
 import pytest
 
-from benchmarks.vllm_server import PROCESSOR, READY, VENV, start_vllm
+from benchmarks.vllm_server import PROCESSOR, READY, VENV, free_port, start_vllm
 
 pytestmark = pytest.mark.skipif(not READY.exists(),
                                 reason=f"vLLM's virtual environment {VENV} is absent: bash ci/setup-vllm makes it")
@@ -31,9 +30,7 @@ TIME = {"type": "function", "function": {"name": "get_time", "parameters": {
 def client(tmp_path_factory):
     from llamay.modelfiles.hf_folder import default_hf_folder
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     log = tmp_path_factory.mktemp("vllm") / "server.log"
     proc, client = start_vllm(default_hf_folder(), port, "--logits-processors", PROCESSOR,
                               "--enable-auto-tool-choice", "--tool-call-parser", "hermes", log=log)
