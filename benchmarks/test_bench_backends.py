@@ -46,7 +46,7 @@ def _record(benchmark, key: tuple[str, str], rates: list[float], constrained: bo
 @pytest.mark.parametrize("name", ["llamacpp", "transformers", "mlx"])
 def test_backend_tokens_per_second(benchmark, request, name, constrained):
     b = backend(request, name)
-    runner = Model(b).runner  # llama.cpp batches through a scheduler
+    runner = Model(b).scheduler or b  # llama.cpp batches through a scheduler; the others run alone
     prompt = b.tokenize(ChatTemplate(b.chat_template).render(CITIES_MESSAGES))
     grammar = compile_json_schema(CITIES_SCHEMA) if constrained else None
     rates: list[float] = []

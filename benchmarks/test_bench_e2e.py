@@ -40,7 +40,7 @@ def prompt(backend):
 def test_tokens_per_second(benchmark, backend, prompt):
     """Unconstrained and constrained generations alternate, so machine noise hits both alike."""
     grammar = compile_json_schema(CITIES_SCHEMA)
-    runner = Model(backend).runner  # llama.cpp batches through a scheduler
+    runner = Model(backend).scheduler  # llama.cpp batches through a scheduler
     rates: dict[bool, list[float]] = {False: [], True: []}
 
     def generate(constrained: bool) -> None:

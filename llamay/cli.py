@@ -76,6 +76,10 @@ def _parser() -> argparse.ArgumentParser:
                             "conversation, but greedy output is then bit-for-bit reproducible; by default finished "
                             "generations' KV caches are kept and a request evaluates only what follows the longest "
                             "prefix it shares with one")
+    serve.add_argument("--no-jump-ahead", dest="jump_ahead", action="store_false",
+                       help="sample every token, even those a constraint forces (llamacpp, transformers, and mlx "
+                            "with --parallel 1); by default a forced run (a property name, a tool's name) is "
+                            "appended in one evaluation, as the model's tokenizer spells it, with log probability 0")
     serve.add_argument("--tool-dialect", choices=list(DIALECTS), metavar="NAME",
                        help=f"how the model writes tool calls: {', '.join(DIALECTS)} (default: detected from "
                             "its chat template, hermes where it names none)")
@@ -173,6 +177,7 @@ def _progress(line: str) -> None:
 def _backend_options(args: argparse.Namespace) -> dict[str, Any]:
     """The backend's load options from the flags; ValueError for a flag that backend does not take."""
     options: dict[str, Any] = {"n_threads": args.threads} if args.threads else {}
+    options["jump_ahead"] = args.jump_ahead
     parallelism = {"--tensor-parallel-size": args.tensor_parallel_size,
                    "--pipeline-parallel-size": args.pipeline_parallel_size}
     if args.backend == "vllm":

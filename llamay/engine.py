@@ -395,7 +395,7 @@ class ChatStream:
         if made_calls and (reason == "stop" or (closed and complete)):
             reason = "tool_calls"
         usage = {"prompt_tokens": self.prompt_tokens, "completion_tokens": n_tokens,
-                 "cached_tokens": gen.reused}
+                 "cached_tokens": gen.reused, "forced_tokens": gen.forced}
         yield Done(reason, usage, warnings, text.matched, first_token_ns)
 
 

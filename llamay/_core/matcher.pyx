@@ -33,7 +33,10 @@ cdef extern from *:
     }
     """
     void or_words "llamay_or_words" (uint32_t* out, const uint32_t* src, Py_ssize_t n) noexcept nogil
+    int __builtin_popcount(unsigned int x) noexcept nogil
+    int __builtin_ctz(unsigned int x) noexcept nogil
 from ..errors import LlamayError, UsageError
+from ..ir import EDGE_BYTE, EDGE_ID_BYTES
 from .automaton cimport (ACCEPT, BOTTOM, CTX, CTX_FRAMES, F_OVERFLOW, WS_WINDOW, Arena, CompiledGrammar, Config, Tables,
                          arena_free, arena_init, closure, fold_counter, push_frame, resize)
 from .distance cimport DINF, Distances, config_cost
@@ -370,6 +373,54 @@ cdef class Matcher:
         if end == start:
             return False
         return self._advance(&tr.tok_bytes[start], end - start)
+
+    def forced_bytes(self, int limit=256):
+        """The bytes every continuation starts with: up to ``limit``, while the grammar allows exactly one next byte.
+
+        They stop where two bytes are allowed, or where the document could end (EOS allowed),
+        so a caller may append them without sampling (``llamay.jump_ahead``). A token edge's
+        reserved bytes (``ir.token``) come whole or not at all. The matcher is left as it was.
+        Lexicon grammars give ``b""``: their states keep no per-byte sets to read this from.
+        """
+        cdef uint32_t words[8]
+        cdef int32_t i, w, off, n, count = 0, bits
+        cdef unsigned char byte = 0
+        cdef bytearray out = bytearray()
+        if self.lex is not None or self.is_terminated():
+            return b""
+        while count < limit:
+            off = self.h_off[self.n_steps - 1]
+            n = self.h_len[self.n_steps - 1]
+            memset(words, 0, sizeof(words))
+            for i in range(off, off + n):
+                if self.a.cfg[i].state == ACCEPT:
+                    n = -1
+                    break
+                for w in range(8):
+                    words[w] |= self.g.t.byteset[self.a.cfg[i].state * 8 + w]
+            if n < 0:
+                break
+            bits = 0
+            for w in range(8):
+                if words[w]:
+                    bits += __builtin_popcount(words[w])
+                    byte = <unsigned char> (32 * w + __builtin_ctz(words[w]))
+            if bits != 1 or not self._advance(&byte, 1):
+                break
+            out.append(byte)
+            count += 1
+        if count:
+            self.rollback(count)
+        i = 0
+        while i < count:  # an edge cut short (by ``limit``, or by two edges sharing a start) is dropped
+            if out[i] == EDGE_BYTE:  # no text holds it: an edge starts here, whatever its id bytes hold
+                if i + 1 + EDGE_ID_BYTES > count:
+                    del out[i:]
+                    break
+                i += 1 + EDGE_ID_BYTES
+            else:
+                i += 1
+        return bytes(out)
 
     # -- masks ------------------------------------------------------------------------------
     def fill_next_token_bitmask(self, bitmask, int index=0, tokens_left=None):

@@ -97,6 +97,24 @@ cdef class TokenTrie:
     def max_depth(self):
         return self.tr.max_depth
 
+    def extends(self, bytes prefix):
+        """Whether some token's bytes start with ``prefix`` and go on past it.
+
+        A token that ends with such bytes may be merged into a longer one once more text
+        follows, so the jump ahead leaves it to be sampled (``llamay.jump_ahead``).
+        """
+        cdef const uint8_t* p = prefix
+        cdef Py_ssize_t k, length = len(prefix)
+        cdef int32_t node = -1, c, end = self.tr.n_nodes
+        for k in range(length):
+            c = node + 1
+            while c < end and self.tr.node_byte[c] != p[k]:
+                c += self.tr.node_size[c]
+            if c >= end:
+                return False
+            node, end = c, c + self.tr.node_size[c]
+        return end > node + 1
+
     def arrays(self):
         """The trie's arrays (read-only views), for tests and tools."""
         return dict(self._arrays)

@@ -1,8 +1,9 @@
 """What ``GET /metrics`` reports, in Prometheus' text format (prometheus_client writes it).
 
 Counters by route and status, the slots and the queue as the worker holds them at the scrape,
-the tokens generated and the prompt tokens evaluated or served from cache, and histograms of
-the times a client waits, measured from the request's arrival, so queueing counts. The route
+the tokens generated (and of those, the ones a constraint forced) and the prompt tokens evaluated
+or served from cache, and histograms of the times a client waits, measured from the request's
+arrival, so queueing counts. The route
 label is one of the server's own routes (``/v1/models/{id}`` for any model) or ``other``: a
 path a client invents never becomes a new series.
 """
@@ -32,6 +33,8 @@ class Metrics:
         self.requests = Counter("llamay_requests", "Requests answered, by route and HTTP status (499: the client "
                                 "left before the answer)", ["route", "status"], registry=r)
         self.generated = Counter("llamay_tokens_generated", "Tokens generated", registry=r)
+        self.forced = Counter("llamay_tokens_forced", "Tokens generated that a constraint forced: appended "
+                              "without sampling, several in one evaluation", registry=r)
         self.evaluated = Counter("llamay_prompt_tokens_evaluated", "Prompt tokens evaluated", registry=r)
         self.cached = Counter("llamay_prompt_tokens_cached", "Prompt tokens served from a slot's KV cache, "
                               "not evaluated", registry=r)
@@ -55,6 +58,7 @@ class Metrics:
         if "completion" not in stats:
             return
         self.generated.inc(stats["completion"])
+        self.forced.inc(stats.get("forced", 0))
         self.evaluated.inc(stats["prompt"] - stats["cached"])
         self.cached.inc(stats["cached"])
         if stats["completion"]:

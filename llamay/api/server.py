@@ -436,7 +436,8 @@ def _done_stats(stats: dict[str, Any], dones: list[Any], timing: Any, warnings: 
     """The log's and the metrics' numbers: the prompt once, every choice's tokens, the last choice's finish."""
     first, last = dones[0], dones[-1]
     stats.update(prompt=first.usage["prompt_tokens"], completion=sum(d.usage["completion_tokens"] for d in dones),
-                 cached=first.usage.get("cached_tokens", 0), eval_s=timing.eval_ns / 1e9,
+                 cached=first.usage.get("cached_tokens", 0), forced=sum(d.usage.get("forced_tokens", 0) for d in dones),
+                 eval_s=timing.eval_ns / 1e9,
                  first_token_s=timing.first_token_ns / 1e9, finish=last.finish_reason, warnings=list(warnings))
 
 
@@ -446,6 +447,8 @@ def _log_request(method: str, path: str, status: int, seconds: float, stats: dic
     if "completion" in stats:
         rate = stats["completion"] / stats["eval_s"] if stats["eval_s"] > 0 else 0.0
         parts.append(f"tokens={stats['prompt']}+{stats['completion']} {rate:.1f} tok/s finish={stats['finish']}")
+        if stats.get("forced"):
+            parts.append(f"forced={stats['forced']}")
     if "constraint" in stats:
         parts.append(f"constraint={stats['constraint']}")
     if stats.get("warnings"):

@@ -11,12 +11,18 @@ from .base import Backend, BatchBackend, Sampling, SteppedBackend, TokenStream
 NAMES = ("llamacpp", "transformers", "mlx", "vllm", "fixture")
 
 
-def load_backend(name: str, model=None, **options) -> Backend:
-    """Import backend ``name`` and load ``model`` (None: the embedded default)."""
+def load_backend(name: str, model=None, *, jump_ahead: bool = True, **options) -> Backend:
+    """Import backend ``name`` and load ``model`` (None: the embedded default).
+
+    ``jump_ahead``: tokens a constraint forces are appended without sampling (``llamay.jump_ahead``),
+    where the runtime's loop is llamay's (llamacpp, transformers, mlx one at a time).
+    """
     if name not in NAMES:
         raise UsageError(f"unknown backend {name!r}; choose one of {', '.join(sorted(NAMES))}")
     module = importlib.import_module(f"{__name__}.{name}")
-    return module.load(model, **options)
+    backend = module.load(model, **options)
+    backend.jump_ahead = jump_ahead
+    return backend
 
 
 __all__ = ["Backend", "BatchBackend", "Sampling", "SteppedBackend", "TokenStream", "load_backend"]

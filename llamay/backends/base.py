@@ -13,14 +13,16 @@ from __future__ import annotations
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
+from functools import partial
 
 import numpy as np
 
 from .._core.bitmask import allocate_bitmask, apply_bitmask
 from .._core.matcher import Matcher
 from ..errors import InternalError, LlamayError
+from ..jump_ahead import jump_ahead
 from ..vocab import Vocabulary
-from .sampling import Sampling, TokenLogprob, adjust, sample, token_logprob
+from .sampling import Sampling, TokenLogprob, adjust, forced_logprob, sample, token_logprob
 
 
 class ContextLengthError(LlamayError):
@@ -32,10 +34,12 @@ class TokenStream(Iterator[int]):
 
     ``reused``: prompt tokens taken from a prompt cache rather than evaluated (known once the
     first token has come). ``logprobs``: where the sampling asked for them, entry ``i`` is token
-    ``i``'s, there once the token has come.
+    ``i``'s, there once the token has come. ``forced``: tokens the constraint forced, appended
+    without sampling (``llamay.jump_ahead``), counted as they come.
     """
 
     reused: int = 0
+    forced: int = 0  # tokens the constraint forced, appended without sampling (``llamay.jump_ahead``)
 
     def __init__(self, tokens: Iterator[int], logprobs: list[TokenLogprob] | None = None) -> None:
         self._tokens = tokens
@@ -95,6 +99,7 @@ class Backend(ABC):
     n_ctx: int = 0  # the context one sequence holds
     slots: int = 1  # generations run at once (``llamay.serving.runner_for``)
     cache_prompt: bool = False  # a finished generation's KV cache is kept for the next prompt sharing its prefix
+    jump_ahead: bool = True  # tokens the constraint forces are appended unsampled (``llamay.jump_ahead``)
 
     def needs_bos(self, prompt: str) -> bool:
         """Whether ``tokenize`` must put BOS first: the model wants it and the template did not write it."""
@@ -136,6 +141,11 @@ class SteppedBackend(Backend):
     def feed(self, token: int) -> None:
         """Append ``token`` and evaluate it."""
 
+    def feed_tokens(self, tokens: Sequence[int]) -> None:
+        """Append ``tokens`` and evaluate them; a runtime that takes several in one evaluation says so here."""
+        for token in tokens:
+            self.feed(token)
+
     def generate(
         self,
         prompt: list[int],
@@ -150,33 +160,43 @@ class SteppedBackend(Backend):
         With a matcher, only tokens it allows are sampled, and each is accepted before it is
         yielded, so a consumer never sees a token the constraint refused. The matcher's mask
         closes the document within the budget (``max_tokens``, or what the context still holds);
-        ``matcher.closed_by_budget`` tells afterwards whether it had to.
+        ``matcher.closed_by_budget`` tells afterwards whether it had to. Tokens the constraint
+        forces after a sampled one come without sampling, evaluated with it (``jump_ahead``).
         """
-        logprobs: list[TokenLogprob] = []
-        return TokenStream(self._steps(prompt, token_budget(max_tokens, len(prompt), self.n_ctx), matcher,
-                                       sampling, cancel, logprobs), logprobs)
+        stream = TokenStream(iter(()))
+        stream._tokens = self._steps(prompt, token_budget(max_tokens, len(prompt), self.n_ctx), matcher, sampling,
+                                     cancel, stream)
+        return stream
 
     def _steps(self, prompt: list[int], budget: int, matcher: Matcher | None, sampling: Sampling,
-               cancel: threading.Event | None, logprobs: list[TokenLogprob]) -> Iterator[int]:
+               cancel: threading.Event | None, stream: TokenStream) -> Iterator[int]:
         self.begin(prompt)
         eos = set(self.vocab.eos_ids)
         mask = allocate_bitmask(self.vocab.size) if matcher is not None else None
         rng = sampling.rng()
         reply: list[int] = []
-        for i in range(budget):
+        written = 0
+        while written < budget:
             if cancel is not None and cancel.is_set():
                 return
             logits = self.logits()
             if matcher is not None:
-                matcher.fill_next_token_bitmask(mask, tokens_left=budget - i)
+                matcher.fill_next_token_bitmask(mask, tokens_left=budget - written)
             token, logprob = choose_token(logits, self.vocab.size, matcher, mask, sampling, rng, prompt, reply)
             if token in eos:
                 return
-            reply.append(token)
-            if logprob is not None:
-                logprobs.append(logprob)
-            yield token
-            self.feed(token)
+            run = [(token, logprob)]
+            if matcher is not None and self.jump_ahead:
+                forced = jump_ahead(matcher, partial(self.encode, special=False), token, limit=budget - written - 1)
+                run += [(t, forced_logprob(t, sampling)) for t in forced]
+                stream.forced += len(forced)
+            for token, logprob in run:
+                reply.append(token)
+                if logprob is not None:
+                    stream.logprobs.append(logprob)
+                yield token
+            written += len(run)
+            self.feed_tokens([token for token, _ in run])
 
 
 class BatchBackend(Backend):

@@ -101,6 +101,13 @@ def token_logprob(logits: np.ndarray, token: int, k: int, temperature: float) ->
     return TokenLogprob(token, min(0.0, chosen), top)
 
 
+def forced_logprob(token: int, sampling: Sampling) -> TokenLogprob | None:
+    """A token the constraint forced (``llamay.jump_ahead``): log probability 0 and no alternative; None unasked."""
+    if sampling.logprobs is None:
+        return None
+    return TokenLogprob(token, 0.0, ((token, 0.0),) if sampling.logprobs > 0 else ())
+
+
 def sample(logits: np.ndarray, sampling: Sampling, rng: np.random.Generator) -> int:
     if sampling.temperature <= 0.0:
         return int(np.argmax(logits))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import inspect
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +90,9 @@ class TransformersBackend(SteppedBackend):
 
     def feed(self, token: int) -> None:
         self._forward([token])
+
+    def feed_tokens(self, tokens: Sequence[int]) -> None:
+        self._forward(list(tokens))  # one forward pass for a forced run
 
     def _forward(self, ids: list[int]) -> None:
         try:

@@ -39,8 +39,9 @@ class Job:
         self.cancel = cancel
         self.produced = 0  # tokens sampled and sent (EOS is not one)
         self.reply: list[int] = []  # those tokens, where a repetition penalty needs them
-        self.pending = -1  # the token sampled last, to be evaluated next step
+        self.pending: list[int] = []  # tokens written since the last step (one sampled, any forced), to evaluate
         self.reused = 0  # prompt tokens the runner already held
+        self.forced = 0  # tokens sent that the constraint forced (``llamay.jump_ahead``)
         self.logprobs: list[TokenLogprob] = []  # each sent token's, where the sampling asks
         self.closed = False  # the consumer stopped reading
         self.followers: list[Job] = []  # choices of the same request, to start from this job's evaluated prompt
@@ -55,7 +56,7 @@ class Job:
         self.matcher.fill_next_token_bitmask(self.mask, tokens_left=self.budget - self.produced)
 
     def deliver(self, token: int, logprob: TokenLogprob | None, eos: frozenset[int]) -> bool:
-        """Send the token just sampled; True when it ends the job (EOS, unsent, or the budget spent).
+        """Send the token just chosen (sampled or forced); True when it ends the job (EOS, unsent, or the budget spent).
 
         The runner still ends the job itself (``END`` or the error), once it has let go of it.
         """
@@ -67,7 +68,7 @@ class Job:
         self.produced += 1
         if self.sampling.adjusts:
             self.reply.append(token)
-        self.pending = token
+        self.pending.append(token)
         return self.produced >= self.budget
 
 
@@ -82,6 +83,10 @@ class JobStream(TokenStream):
     @property
     def reused(self) -> int:  # type: ignore[override]
         return self.job.reused
+
+    @property
+    def forced(self) -> int:  # type: ignore[override]
+        return self.job.forced
 
     def __next__(self) -> int:
         if self._ended:

@@ -1,7 +1,9 @@
 """The step loop: continuous batching over a ``BatchBackend``'s slots.
 
-Each step is one ``decode`` holding every busy slot's next input: the token each generating
-slot sampled last, and a chunk of each prefilling slot's prompt. A request takes an idle slot
+Each step is one ``decode`` holding every busy slot's next input: the tokens each generating
+slot wrote since the last step (the one it sampled, and any its constraint forced after it,
+``llamay.jump_ahead``: evaluated together, with logits read at the last), and a chunk of each
+prefilling slot's prompt. A request takes an idle slot
 at the next step (the one that holds the longest prefix of its prompt, when prompts are
 cached) and gives it back the step it finishes, so no request waits for another to end.
 While others generate, a prompt is evaluated ``prefill_chunk`` tokens a step, so a long
@@ -27,12 +29,15 @@ nobody uses holds no thread (and can be collected).
 from __future__ import annotations
 
 import collections
+import functools
 import os
 import threading
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
 from ..backends.base import BatchBackend, choose_token
+from ..backends.sampling import forced_logprob
+from ..jump_ahead import jump_ahead
 from .jobs import END, Job, Runner
 from .slots import Event, Slot, State, choose_slot
 
@@ -53,6 +58,7 @@ class Scheduler(Runner):
         self._lock = threading.Lock()  # the waiting queue and the loop thread's start and end
         self._thread: threading.Thread | None = None
         self._step_count = 0
+        self._encode = functools.partial(backend.encode, special=False)
         self._masks = ThreadPoolExecutor(max_workers=max(1, min(backend.slots, os.cpu_count() or 1)),
                                          thread_name_prefix="llamay-mask")
 
@@ -64,6 +70,11 @@ class Scheduler(Runner):
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="llamay-scheduler", daemon=True)
                 self._thread.start()
+
+    @property
+    def steps(self) -> int:
+        """Evaluations run so far: one a step, whatever each slot put in it."""
+        return self._step_count
 
     @property
     def busy(self) -> int:
@@ -123,8 +134,10 @@ class Scheduler(Runner):
 
         generating = [s for s in self._order if s.state is State.GENERATE]
         for slot in generating:
-            add(slot, slot.job.pending, len(slot.held), True)
-        room = self.backend.batch_size - len(generating)
+            run = slot.job.pending
+            for k, token in enumerate(run):
+                add(slot, token, len(slot.held) + k, k == len(run) - 1)
+        room = self.backend.batch_size - len(tokens)
         if generating:
             room = min(room, self.prefill_chunk)
         prefilled: list[tuple[Slot, int]] = []  # slots and how many prompt tokens this step evaluates
@@ -141,7 +154,8 @@ class Scheduler(Runner):
             return
         self.backend.decode(tokens, positions, seqs, outputs)
         for slot in generating:
-            slot.held.append(slot.job.pending)
+            slot.held.extend(slot.job.pending)
+            slot.job.pending = []
         for slot, n in prefilled:
             start = len(slot.held)
             slot.held.extend(slot.job.prompt[start:start + n])
@@ -206,6 +220,16 @@ class Scheduler(Runner):
             return
         if job.deliver(token, logprob, self._eos):
             self._end(slot, Event.FINISH)
+            return
+        if job.matcher is None or not self.backend.jump_ahead:
+            return
+        # at most a fair share of a batch, so that every slot's run fits the next step's
+        room = min(job.budget - job.produced, self.backend.batch_size // self.backend.slots - 1)
+        for forced in jump_ahead(job.matcher, self._encode, token, limit=room):
+            job.forced += 1
+            if job.deliver(forced, forced_logprob(forced, job.sampling), self._eos):
+                self._end(slot, Event.FINISH)
+                return
 
     def _end(self, slot: Slot, event: Event, error: BaseException | None = None) -> None:
         if slot.job.followers:  # ended before its prompt was evaluated: the other choices evaluate it themselves
