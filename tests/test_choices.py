@@ -92,8 +92,9 @@ def test_openai_n_gives_that_many_valid_choices_and_counts_every_token(client):
 
 
 def test_openai_n_streams_each_choice_to_its_own_finish(client):
+    # seeded: sampled unseeded, a choice may end at EOS before max_tokens
     chunks = list(client.chat.completions.create(model="default", messages=ASK, n=2, max_tokens=6, temperature=1.0,
-                                                 stream=True, stream_options={"include_usage": True}))
+                                                 seed=3, stream=True, stream_options={"include_usage": True}))
     finished = [c.choices[0].index for c in chunks if c.choices and c.choices[0].finish_reason]
     texts = {i: "".join(c.choices[0].delta.content or "" for c in chunks if c.choices and c.choices[0].index == i)
              for i in (0, 1)}

@@ -105,3 +105,22 @@ def test_slots_busy_shows_a_running_generation(server):
         stream.close()
     assert seen["llamay_slots"] == 2 and seen["llamay_slots_busy"] == 1 and seen["llamay_requests_waiting"] == 0
     assert not any(re.search(r'route="/made', name) for name in seen)
+
+
+def test_metrics_count_the_tokens_a_constraint_forced(server):
+    """Forced tokens are appended without sampling: counted apart, within the tokens generated."""
+    schema = {"type": "object", "properties": {"destination_city_name": {"type": "string", "maxLength": 12},
+                                               "number_of_travelling_adults": {"type": "integer"}},
+              "required": ["destination_city_name", "number_of_travelling_adults"], "additionalProperties": False}
+    client = openai.OpenAI(base_url=f"http://127.0.0.1:{server.port}/v1", api_key="none", max_retries=0)
+    before = scrape(server.port)
+    free = client.chat.completions.create(model="default", messages=ASK, max_tokens=12, temperature=0)
+    middle = scrape(server.port)
+    shaped = client.chat.completions.create(model="default", messages=ASK, max_tokens=60, temperature=0,
+                                            response_format={"type": "json_schema",
+                                                             "json_schema": {"name": "trip", "schema": schema}})
+    after = scrape(server.port)
+    assert free.usage.completion_tokens > 0
+    assert middle.get("llamay_tokens_forced_total", 0.0) == before.get("llamay_tokens_forced_total", 0.0)
+    forced = after["llamay_tokens_forced_total"] - middle.get("llamay_tokens_forced_total", 0.0)
+    assert 5 <= forced < shaped.usage.completion_tokens

@@ -169,7 +169,17 @@ class Release:
 
     seen_at: int  # the scheduler's step count just after the job was first seen abandoned
     last_held_at: int  # the highest step count read while the slot still held the job
-    tokens_after: int  # tokens the job produced after it was first seen abandoned
+    tokens_after: int  # tokens the job sampled after it was first seen abandoned (forced ones follow a sampled one)
+
+
+def sampled(job) -> int:
+    """Tokens the job sampled: those it produced less those its constraint forced after them (one step's run).
+
+    ``forced`` first: the scheduler counts a forced token after it delivers it, so a read racing it
+    can only count one sampled token more, which loosens the check at a sighting.
+    """
+    forced = job.forced
+    return job.produced - forced
 
 
 class ReleaseWatch:
@@ -178,11 +188,12 @@ class ReleaseWatch:
     Why steps and tokens rather than seconds: a step of SmolLM2 takes 40 ms on an idle 2-core
     machine and a second or more beside another busy process, so a time bound either misses a
     slot held one step too long or flakes. The scheduler checks for abandoned jobs at the start
-    of each step (just after counting it in ``_step_count``), so a job cancelled while step k
-    runs (its client's EOF read during that step's decode) gives its slot back at the start of
-    step k + 1, having sampled at most step k's token. The watch checks both: the step count read
-    while the slot still holds the job is at most one past the count read when it was first seen
-    abandoned, and at most one token came after that sighting. Every count is read in the order
+    of each step (just after counting it in ``steps``), so a job cancelled while step k runs (its
+    client's EOF read during that step's decode) gives its slot back at the start of step k + 1,
+    having sampled at most step k's token. The watch checks both: the step count read while the
+    slot still holds the job is at most one past the count read when it was first seen abandoned,
+    and at most one token was sampled after that sighting (tokens a constraint forces come with a
+    sampled one, in its step). Every count is read in the order
     that can only loosen the check (the first after the job is seen abandoned, the later ones
     before the slot is seen still holding it), so a scheduler that keeps the rule never fails it;
     a poll starved of the GIL sees less and can only let a late release through, never flag a
@@ -208,7 +219,7 @@ class ReleaseWatch:
     def _run(self) -> None:
         scheduler = self.scheduler
         while not self._stop.is_set():
-            count = scheduler._step_count
+            count = scheduler.steps
             for i, slot in enumerate(scheduler.slots):
                 job = slot.job
                 watched = self._held[i]
@@ -216,10 +227,10 @@ class ReleaseWatch:
                     if job is watched[0]:
                         watched[2] = count
                         continue
-                    self.releases.append(Release(watched[1], watched[2], watched[0].produced - watched[3]))
+                    self.releases.append(Release(watched[1], watched[2], sampled(watched[0]) - watched[3]))
                     self._held[i] = None
                 if job is not None and job.abandoned:
-                    produced, seen_at = job.produced, scheduler._step_count
+                    produced, seen_at = sampled(job), scheduler.steps
                     self._held[i] = [job, seen_at, seen_at, produced]
             time.sleep(0.0005)
 

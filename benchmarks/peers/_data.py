@@ -17,7 +17,11 @@ from tests.key_order import declared_order
 
 REPO = Path(__file__).resolve().parents[2]
 MASKBENCH = REPO.parent / "shared" / "testdata" / "jsonschemabench"
-DEFAULT_SUBSETS = ("Github_easy", "Glaiveai2K")
+
+
+def all_subsets(root: Path = MASKBENCH) -> list[str]:
+    """Every subset of the corpus, by name: what ``--subsets all`` means."""
+    return sorted(p.name.removesuffix(".jsonl.gz") for p in root.glob("*.jsonl.gz"))
 
 
 def load_subset(name: str, root: Path = MASKBENCH) -> list[dict]:
@@ -31,22 +35,37 @@ def load_subset(name: str, root: Path = MASKBENCH) -> list[dict]:
 def select_schemas(
     subsets, limit: int | None, seed: int = 0, root: Path = MASKBENCH, with_instances: bool = False, keep=None
 ):
-    """``limit`` schemas in all, spread evenly over ``subsets``, drawn with ``random.Random(seed)``.
+    """``limit`` schemas in all (None: every one), stratified over ``subsets``, drawn with ``random.Random(seed)``.
 
+    The shares are equal (the first ``limit % len(subsets)`` subsets one more); a subset with fewer
+    records than its share gives all it has, and what it could not give goes to the others in turn.
     Only records with a valid instance when ``with_instances``; only those ``keep(record)`` is true of.
     """
-    chosen = []
-    per = None if limit is None else -(-limit // len(subsets))
+    pools = {}
     for name in subsets:
         records = load_subset(name, root)
         if with_instances:
             records = [r for r in records if any(t["valid"] for t in r["tests"])]
         if keep is not None:
             records = [r for r in records if keep(r)]
-        if per is not None and per < len(records):
-            records = random.Random(f"{seed}:{name}").sample(records, per)
-        chosen.extend(records)
-    return chosen if limit is None else chosen[:limit]
+        pools[name] = records
+    if limit is None:
+        return [r for name in subsets for r in pools[name]]
+    shares = dict.fromkeys(subsets, 0)
+    left = limit
+    while left > 0:
+        open_ = [name for name in subsets if shares[name] < len(pools[name])]
+        if not open_:
+            break
+        for name in open_[:left]:
+            shares[name] += 1
+            left -= 1
+    chosen = []
+    for name in subsets:
+        records = pools[name]
+        chosen += random.Random(f"{seed}:{name}").sample(records, shares[name]) if shares[name] < len(records) \
+            else records
+    return chosen
 
 
 def valid_texts(record: dict) -> list[str]:

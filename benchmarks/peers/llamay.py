@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import llamay as _llamay
+from llamay._core.maskcache import cache_for
 from llamay.grammars.jsonschema.compiler import compile_json_schema
 from tests import feed
 
@@ -34,6 +35,12 @@ def matcher(compiled):
 
 def allocate_mask(vocab: PeerVocab | None = None):
     return _llamay.allocate_bitmask((vocab or _current).size)
+
+
+def visits(compiled) -> int:
+    """Positions the grammar's mask cache holds for this vocabulary: a fill that adds one saw it first."""
+    grammar, vocab = compiled
+    return len(cache_for(grammar, vocab).entries)
 
 
 def fill_mask(m, mask) -> None:

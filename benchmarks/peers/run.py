@@ -1,8 +1,9 @@
 """Peer harness: compile time, time to first mask and mask time per token, llamay against its peers.
 
-    python -m benchmarks.peers.run --vocab llama3 --subsets Github_easy,Glaiveai2K --limit 150 --out results.json
+    python -m benchmarks.peers.run --vocab llama3 [--subsets all] [--limit 100] [--runs 3] --out results.json
 
-For the MaskBench schemas of ``../shared/testdata/jsonschemabench`` (seeded selection), every valid
+For the MaskBench schemas of ``../shared/testdata/jsonschemabench`` (a seeded sample stratified over
+every subset, or those of ``--subsets``), every valid
 instance is written compactly with its keys in declared order and tokenized canonically (the
 model's own tokenizer). Then, for each engine in its own subprocess (one thread), one schema after
 another: compile (timed), a fresh matcher and its first mask (time to first mask = compile +
@@ -17,6 +18,15 @@ its llamay reference (open objects, or closed ones for engines without open obje
 disagreements per engine are then replayed in this process to list the token ids that differ,
 decoded. With aligned settings every disagreement is a bug in someone.
 
+Each engine runs ``--runs`` times (3), the engines in turn within a run; every time (compile, time to
+first mask, each position's mask) is the median over the runs. Reported overall and per subset: mask
+time over the positions every engine reached (each schema's first mask included), llamay's masks
+that computed a position first seen apart from those its cache answered, and time to first mask over
+the schemas every engine compiled, with the schemas some peer did not compile reported apart; then
+llamay's ratios to the best peer per metric against the targets (mask mean and p99 at most 0.8x,
+time to first mask at most 1.0x), and its time to first mask over every schema it compiled against
+10 ms (p99) and 50 ms (max).
+
 Output: a table on stdout, the JSON report (``--out``) and a PNG of the distributions (beside it).
 """
 
@@ -27,6 +37,7 @@ import hashlib
 import json
 import os
 import select
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -37,7 +48,7 @@ from pathlib import Path
 import numpy as np
 
 from . import ENGINES, PEERS, SINGLE_THREAD_ENV, Engine, unavailable
-from ._data import DEFAULT_SUBSETS, MASKBENCH, REPO, select_schemas, valid_texts
+from ._data import MASKBENCH, REPO, all_subsets, select_schemas, valid_texts
 from ._vocab import KINDS, decode_token, reference, tokenizer
 
 WARMUP_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}, "n": {"type": "integer"}}}
@@ -99,19 +110,27 @@ def _timer(engine: Engine):
     return fill_timed
 
 
-def walk(engine: Engine, m, mask, tokens, hasher: MaskHasher, fill, first_fill: float | None = None) -> dict:
-    """Fill before every token and before EOS; stop at the first token the engine rejects."""
+def walk(engine: Engine, m, mask, tokens, hasher: MaskHasher, fill, first_fill: tuple[float, bool] | None = None,
+         cached=None) -> dict:
+    """Fill before every token and before EOS; stop at the first token the engine rejects.
+
+    ``cached()``, where the engine tells (``visits`` of its module), counts the positions its mask
+    cache holds: a fill after which it grew computed a position first seen (``new``).
+    """
     advance = engine.mod.advance
     clock = time.perf_counter
-    fills, advances, hashes, lenient = [], [], [], []
+    fills, advances, hashes, lenient, new = [], [], [], [], []
     accepted = 0
     complete = False
     n = len(tokens)
     for p in range(n + 1):
         if p == 0 and first_fill is not None:
-            fills.append(first_fill)
+            fills.append(first_fill[0])
+            new.append(first_fill[1])
         else:
+            before = cached() if cached is not None else 0
             fills.append(fill(m, mask))
+            new.append(cached is not None and cached() > before)
         strict, loose = hasher(mask, p == 0)
         hashes.append(strict)
         lenient.append(loose)
@@ -124,7 +143,7 @@ def walk(engine: Engine, m, mask, tokens, hasher: MaskHasher, fill, first_fill: 
         if not ok:
             break
         accepted += 1
-    return {"fill": fills, "advance": advances, "hash": hashes, "lenient": lenient, "accepted": accepted,
+    return {"fill": fills, "advance": advances, "hash": hashes, "lenient": lenient, "new": new, "accepted": accepted,
             "complete": complete, "eos": complete and hasher.allows(mask, hasher.eos)}
 
 
@@ -142,6 +161,7 @@ def worker(engine_name: str, job_path: str, start: int, cpu: int | None) -> None
     hasher = MaskHasher(kind)
     mask = engine.allocate_mask()
     fill = _timer(engine)
+    visits = getattr(engine.mod, "visits", None)
     warm = engine.compile(job["warmup"]["schema"])
     walk(engine, engine.matcher(warm), mask, job["warmup"]["tokens"], hasher, fill)
     emit({"ev": "ready"})
@@ -157,6 +177,8 @@ def worker(engine_name: str, job_path: str, start: int, cpu: int | None) -> None
             m = engine.matcher(compiled)
             first = fill(m, mask)
             t2 = clock()
+            cached = (lambda c=compiled: visits(c)) if visits is not None else None
+            first_new = cached is not None and cached() > 0
         except Exception as exc:  # the engine refuses the schema
             emit({"ev": "done", "i": i, "ok": False, "error": f"{type(exc).__name__}: {str(exc)[:300]}"})
             continue
@@ -168,7 +190,8 @@ def worker(engine_name: str, job_path: str, start: int, cpu: int | None) -> None
         for j, tokens in enumerate(item["tokens"]):
             if j > 0:
                 m = engine.matcher(compiled)
-            instances.append(walk(engine, m, mask, tokens, hasher, fill, first if j == 0 else None))
+            instances.append(walk(engine, m, mask, tokens, hasher, fill, (first, first_new) if j == 0 else None,
+                                  cached))
         emit({"ev": "done", "i": i, "ok": True, "compile": t1 - t0, "ttfm": t2 - t0, "instances": instances})
     emit({"ev": "end"})
 
@@ -276,19 +299,51 @@ def stats(values, scale: float) -> dict:
             "p99": float(np.percentile(a, 99)), "max": float(a.max())}
 
 
+def merge_runs(runs: list[dict]) -> dict:
+    """One result per schema from several runs of an engine, each time the median over the runs.
+
+    A schema counts as compiled where every run compiled it (else the first run's failure stands).
+    Hashes, acceptance and first visits are the first run's (each run is a fresh process, so they
+    are the same); compile, time to first mask, and each position's fill and advance times are
+    medians over the runs.
+    """
+    merged = {}
+    for i, first in runs[0].items():
+        rs = [r.get(i, {"ok": False, "error": "crash: missing from a run"}) for r in runs]
+        if not all(r.get("ok") for r in rs):
+            merged[i] = next(r for r in rs if not r.get("ok"))
+            continue
+        out = {**first, "compile": statistics.median(r["compile"] for r in rs),
+               "ttfm": statistics.median(r["ttfm"] for r in rs), "instances": []}
+        for j, inst in enumerate(first["instances"]):
+            same = [r["instances"][j] for r in rs]
+            if any(len(x["fill"]) != len(inst["fill"]) for x in same):
+                out["instances"].append(inst)  # a walk that went otherwise in another run: not comparable
+                continue
+            out["instances"].append({**inst, **{key: [statistics.median(x[key][p] for x in same)
+                                                      for p in range(len(inst[key]))]
+                                                for key in ("fill", "advance")}})
+        merged[i] = out
+    return merged
+
+
 def positions(results: dict) -> dict:
-    """(schema, instance, position) -> (fill seconds, hash)."""
+    """(schema, instance, position) -> (fill seconds, hash, first visit)."""
     out = {}
     for i, r in results.items():
         if not r.get("ok"):
             continue
         for j, inst in enumerate(r["instances"]):
-            for p, (t, h) in enumerate(zip(inst["fill"], inst["hash"], strict=True)):
-                out[(i, j, p)] = (t, h)
+            new = inst.get("new") or [False] * len(inst["fill"])
+            for p, (t, h, v) in enumerate(zip(inst["fill"], inst["hash"], new, strict=True)):
+                out[(i, j, p)] = (t, h, v)
     return out
 
 
-def summarize(engine: str, results: dict, n: int, common: set | None) -> dict:
+def summarize(engine: str, results: dict, n: int, common: set | None, common_schemas: set,
+              subset_of: list[str]) -> dict:
+    """An engine's figures: over everything it ran, over what every engine reached (``common``: positions;
+    ``common_schemas``: schemas every engine compiled), per subset, and first visits apart where it tells them."""
     ok = {i: r for i, r in results.items() if r.get("ok")}
     fills = [t for r in ok.values() for inst in r["instances"] for t in inst["fill"]]
     advances = [t for r in ok.values() for inst in r["instances"] for t in inst["advance"]]
@@ -301,13 +356,26 @@ def summarize(engine: str, results: dict, n: int, common: set | None) -> dict:
         "failures": dict(failures),
         "compile_ms": stats([r["compile"] for r in ok.values()], 1e3),
         "ttfm_ms": stats([r["ttfm"] for r in ok.values()], 1e3),
+        "ttfm_ms_common": stats([ok[i]["ttfm"] for i in common_schemas if i in ok], 1e3),
+        "ttfm_ms_not_common": stats([r["ttfm"] for i, r in ok.items() if i not in common_schemas], 1e3),
         "mask_us": stats(fills, 1e6),
         "advance_us": stats(advances, 1e6),
         "instances": len(instances),
         "instances_accepted": sum(1 for inst in instances if inst["complete"] and inst["eos"]),
     }
-    if common is not None:
-        out["mask_us_common"] = stats([pos[k][0] for k in common], 1e6)
+    if common is None:
+        return out
+    out["mask_us_common"] = stats([pos[k][0] for k in common], 1e6)
+    if any(pos[k][2] for k in common):
+        out["mask_us_first_visit"] = stats([pos[k][0] for k in common if pos[k][2]], 1e6)
+        out["mask_us_cached"] = stats([pos[k][0] for k in common if not pos[k][2]], 1e6)
+    out["per_subset"] = {}
+    for subset in sorted(set(subset_of)):
+        mine = {i for i in range(n) if subset_of[i] == subset}
+        out["per_subset"][subset] = {
+            "schemas": len(mine), "compiled": len(mine & set(ok)),
+            "ttfm_ms_common": stats([ok[i]["ttfm"] for i in mine & common_schemas], 1e3),
+            "mask_us_common": stats([pos[k][0] for k in common if k[0] in mine], 1e6)}
     return out
 
 
@@ -400,12 +468,34 @@ def table(report: dict) -> str:
             f"{m.get('n', 0):>6} | {_f(m, 'mean'):>7}/{_f(m, 'p50'):>6}/{_f(m, 'p99'):>7}/{_f(m, 'max', 0):>7} | "
             f"{_f(mc, 'mean'):>8}/{_f(mc, 'p99'):>9} | {e['instances_accepted']:>4}/{e['instances']:<4} | {dis_s:>34}"
         )
+    llamay = report["engines"].get("llamay", {})
+    if "mask_us_first_visit" in llamay:
+        fv, c = llamay["mask_us_first_visit"], llamay["mask_us_cached"]
+        rows.append("")
+        rows.append(f"llamay masks at common positions: first visits {fv['n']}, mean {fv['mean']:.1f} us, p99 "
+                    f"{fv['p99']:.1f}, max {fv['max']:.0f}; cached {c.get('n', 0)}, mean {_f(c, 'mean')} us, "
+                    f"p99 {_f(c, 'p99')}")
+    if "ttfm_ms_not_common" in llamay and llamay["ttfm_ms_not_common"].get("n"):
+        t = llamay["ttfm_ms_not_common"]
+        rows.append(f"llamay first mask on the {t['n']} schemas some peer did not compile: mean {t['mean']:.2f} ms, "
+                    f"p99 {t['p99']:.1f}, max {t['max']:.1f}")
     ratios = report.get("ratios")
     if ratios:
         rows.append("")
-        rows.append("llamay / best peer (common positions for mask time): " + ", ".join(
-            f"{k} {v['ratio']:.2f}x ({v['best']})" for k, v in ratios.items()))
+        rows.append("llamay / best peer (schemas every engine compiled; positions every engine reached): " + ", ".join(
+            f"{k} {v['ratio']:.2f}x ({v['best']}"
+            + (f"; target {v['target']}x {'met' if v['met'] else 'missed'})" if "target" in v else ")")
+            for k, v in ratios.items()))
+    for stat, v in report.get("absolute", {}).items():
+        rows.append(f"llamay first mask {stat}, every schema it compiled: {v['llamay']:.1f} ms "
+                    f"(target {v['target']:g} ms {'met' if v['met'] else 'missed'})")
     return "\n".join(rows)
+
+
+#: The targets, as ratios to the best peer per metric (over what every engine reached) ...
+RATIO_TARGETS = {"mask mean": 0.8, "mask p99": 0.8, "first mask mean": 1.0}
+#: ... and in milliseconds, for llamay's time to first mask over every schema it compiled.
+ABSOLUTE_TARGETS_MS = {"p99": 10.0, "max": 50.0}
 
 
 def ratios(report: dict) -> dict:
@@ -414,7 +504,8 @@ def ratios(report: dict) -> dict:
         return {}
     out = {}
     metrics = [("mask mean", "mask_us_common", "mean"), ("mask p99", "mask_us_common", "p99"),
-               ("first mask mean", "ttfm_ms", "mean"), ("first mask p99", "ttfm_ms", "p99")]
+               ("first mask mean", "ttfm_ms_common", "mean"), ("first mask p99", "ttfm_ms_common", "p99"),
+               ("first mask max", "ttfm_ms_common", "max")]
     for label, key, stat in metrics:
         peers = {k: v[key][stat] for k, v in engines.items() if k != "llamay" and v.get(key, {}).get("n")}
         mine = engines["llamay"].get(key, {})
@@ -422,7 +513,36 @@ def ratios(report: dict) -> dict:
             best = min(peers, key=peers.get)
             out[label] = {"llamay": mine[stat], "best": best, "best_value": peers[best],
                           "ratio": mine[stat] / peers[best]}
+            if label in RATIO_TARGETS:
+                out[label].update(target=RATIO_TARGETS[label], met=out[label]["ratio"] <= RATIO_TARGETS[label])
     return out
+
+
+def absolute(report: dict) -> dict:
+    """llamay's time to first mask over every schema it compiled, against the targets in milliseconds."""
+    mine = report["engines"].get("llamay", {}).get("ttfm_ms", {})
+    if not mine.get("n"):
+        return {}
+    return {stat: {"llamay": mine[stat], "target": limit, "met": mine[stat] <= limit}
+            for stat, limit in ABSOLUTE_TARGETS_MS.items()}
+
+
+def subset_table(report: dict) -> str:
+    """Per subset: schemas compiled, time to first mask (schemas every engine compiled), mask time (positions every
+    engine reached)."""
+    head = (f"{'subset':<16} {'engine':<12} {'compiled':>9} | {'first mask ms mean/p99/max':>28} | "
+            f"{'mask us mean/p99':>18}")
+    rows = [head, "-" * len(head)]
+    engines = {k: v for k, v in report["engines"].items() if "per_subset" in v}
+    subsets = sorted({s for e in engines.values() for s in e["per_subset"]})
+    for subset in subsets:
+        for name, e in engines.items():
+            d = e["per_subset"][subset]
+            t, m = d["ttfm_ms_common"], d["mask_us_common"]
+            rows.append(f"{subset:<16} {name:<12} {d['compiled']:>4}/{d['schemas']:<4} | "
+                        f"{_f(t, 'mean', 2):>8}/{_f(t, 'p99', 1):>8}/{_f(t, 'max', 1):>8} | "
+                        f"{_f(m, 'mean'):>8}/{_f(m, 'p99'):>8}")
+    return "\n".join(rows)
 
 
 def plot(path: Path, data: dict, ttfm: dict, title: str) -> None:
@@ -485,8 +605,9 @@ def build_job(args) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--vocab", choices=KINDS, default="llama3")
-    ap.add_argument("--subsets", default=",".join(DEFAULT_SUBSETS))
-    ap.add_argument("--limit", type=int, default=100, help="schemas in all, spread over the subsets")
+    ap.add_argument("--subsets", default="all", help="comma-separated, or all (every subset of --data)")
+    ap.add_argument("--limit", type=int, default=100, help="schemas in all, stratified over the subsets")
+    ap.add_argument("--runs", type=int, default=3, help="runs of each engine; each time is the median over them")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--engines", default=None, help=f"comma-separated, from {', '.join(ENGINES)}")
     ap.add_argument("--out", default="peers-results.json")
@@ -507,10 +628,10 @@ def main(argv=None) -> int:
         worker(args.worker, args.job, args.start, args.cpu)
         return 0
 
-    args.subsets = [s for s in args.subsets.split(",") if s]
     if not Path(args.data).is_dir():
         print(f"skipped: {args.data} is absent (../shared/testdata is not beside this checkout)")
         return 0
+    args.subsets = all_subsets(Path(args.data)) if args.subsets == "all" else [s for s in args.subsets.split(",") if s]
     wanted = args.engines.split(",") if args.engines else list(PEERS)
     engines, skipped = [], {}
     for name in wanted:
@@ -537,19 +658,31 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="llamay-peers-") as tmp:
         job_path = Path(tmp) / "job.json"
         job_path.write_text(json.dumps(job), encoding="utf-8")
-        for name in run_list:
-            log_path = out.with_name(f"{out.stem}.{name}.log")
-            t = time.time()
-            with open(log_path, "wb") as log:
-                results[name], err = run_engine(name, job_path, n, log, args)
-            if err:
-                fatal[name] = err
-            print(f"  {name}: done in {time.time() - t:.0f} s{' - ' + err if err else ''}", file=sys.stderr)
+        runs: dict[str, list[dict]] = {name: [] for name in run_list}
+        for run in range(args.runs):  # engines in turn within each run, so that the machine's load falls on all
+            for name in run_list:
+                if name in fatal:
+                    continue
+                log_path = out.with_name(f"{out.stem}.{name}.log")
+                t = time.time()
+                with open(log_path, "ab" if run else "wb") as log:
+                    result, err = run_engine(name, job_path, n, log, args)
+                runs[name].append(result)
+                if err:
+                    fatal[name] = err
+                print(f"  {name} run {run + 1}: done in {time.time() - t:.0f} s{' - ' + err if err else ''}",
+                      file=sys.stderr)
+        results = {name: merge_runs(r) for name, r in runs.items() if r}
 
-    reached = [set(positions(results[k])) for k in run_list if k not in fatal and k != "llamay-closed"]
+    compared = [k for k in run_list if k not in fatal and k != "llamay-closed"]
+    reached = [set(positions(results[k])) for k in compared]
     common = set.intersection(*reached) if reached else set()
+    compiled = [{i for i, r in results[k].items() if r.get("ok")} for k in compared]
+    common_schemas = set.intersection(*compiled) if compiled else set()
+    subset_of = [item["subset"] for item in job["schemas"]]
     report = {"config": {"vocab": args.vocab, "subsets": args.subsets, "limit": args.limit, "seed": args.seed,
-                         "compile_timeout_s": args.compile_timeout, "schemas": n,
+                         "runs": args.runs, "compile_timeout_s": args.compile_timeout, "schemas": n,
+                         "common_schemas": len(common_schemas),
                          "instances": sum(len(s["tokens"]) for s in job["schemas"]),
                          "dropped_instances": job["dropped_instances"], "common_positions": len(common),
                          "skipped": skipped},
@@ -559,7 +692,7 @@ def main(argv=None) -> int:
         if name in fatal:
             report["engines"][name] = {"error": fatal[name]}
             continue
-        e = summarize(name, results[name], n, common if name != "llamay-closed" else None)
+        e = summarize(name, results[name], n, common if name != "llamay-closed" else None, common_schemas, subset_of)
         e["failed_schemas"] = [{"id": job["schemas"][i]["id"], "error": r["error"]}
                                for i, r in sorted(results[name].items()) if not r.get("ok")][:30]
         e["per_schema"] = [{"id": job["schemas"][i]["id"], "ok": bool(r.get("ok")),
@@ -577,6 +710,7 @@ def main(argv=None) -> int:
             probes[name] = picked[: args.replay]
         report["engines"][name] = e
     report["ratios"] = ratios(report)
+    report["absolute"] = absolute(report)
 
     if probes:
         live = {}
@@ -608,6 +742,8 @@ def main(argv=None) -> int:
          {k: [r["ttfm"] for r in results[k].values() if r.get("ok")] for k in pos if k != "llamay-closed"},
          f"{args.vocab}: {n} MaskBench schemas ({', '.join(args.subsets)}), one thread")
     print(table(report))
+    print()
+    print(subset_table(report))
     print(f"\nreport: {out}  plot: {plot_path}  logs: {out.stem}.<engine>.log")
     return 0
 

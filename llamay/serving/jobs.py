@@ -39,7 +39,7 @@ class Job:
         self.cancel = cancel
         self.produced = 0  # tokens sampled and sent (EOS is not one)
         self.reply: list[int] = []  # those tokens, where a repetition penalty needs them
-        self.pending: list[int] = []  # tokens written since the last step (one sampled, any forced), to evaluate
+        self.pending: list[int] = []  # the scheduler's: tokens sent since its last step (one sampled, any forced)
         self.reused = 0  # prompt tokens the runner already held
         self.forced = 0  # tokens sent that the constraint forced (``llamay.jump_ahead``)
         self.logprobs: list[TokenLogprob] = []  # each sent token's, where the sampling asks
@@ -68,7 +68,6 @@ class Job:
         self.produced += 1
         if self.sampling.adjusts:
             self.reply.append(token)
-        self.pending.append(token)
         return self.produced >= self.budget
 
 

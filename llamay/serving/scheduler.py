@@ -221,15 +221,23 @@ class Scheduler(Runner):
         if job.deliver(token, logprob, self._eos):
             self._end(slot, Event.FINISH)
             return
-        if job.matcher is None or not self.backend.jump_ahead:
+        job.pending.append(token)
+        if job.matcher is None or not self.backend.jump_ahead or job.abandoned:
             return
         # at most a fair share of a batch, so that every slot's run fits the next step's
         room = min(job.budget - job.produced, self.backend.batch_size // self.backend.slots - 1)
-        for forced in jump_ahead(job.matcher, self._encode, token, limit=room):
+        try:
+            run = jump_ahead(job.matcher, self._encode, token, limit=room)
+        except Exception as exc:  # the matcher's error (too ambiguous): this request's, as a mask's would be
+            self._end(slot, Event.FAIL, exc)
+            return
+        for forced in run:
+            ended = job.deliver(forced, forced_logprob(forced, job.sampling), self._eos)
             job.forced += 1
-            if job.deliver(forced, forced_logprob(forced, job.sampling), self._eos):
+            if ended:
                 self._end(slot, Event.FINISH)
                 return
+            job.pending.append(forced)
 
     def _end(self, slot: Slot, event: Event, error: BaseException | None = None) -> None:
         if slot.job.followers:  # ended before its prompt was evaluated: the other choices evaluate it themselves
