@@ -1,5 +1,6 @@
 """Concurrent clients sending JSON-schema-constrained requests: ``llamay serve`` against llama.cpp's
-``llama-server`` on the same GGUF, threads and slots, and against ``llamay serve --parallel 1``.
+``llama-server`` on the same GGUF, threads and slots, against ``llamay serve --parallel 1``, and against
+itself sampling every token (``--no-jump-ahead``).
 
     python -m benchmarks.serving [--runs 5] [--threads 2] [--slots 4] [--max-tokens 64]
                                  [--llama-server PATH] [--backend llamacpp|mlx] [--clients 1,4,8]
@@ -97,6 +98,8 @@ def main() -> None:
     clients = [int(n) for n in args.clients.split(",")]
     threads = ("--threads", str(args.threads), "--backend", args.backend)
     servers = {f"llamay --parallel {args.slots}": start(*threads, "--parallel", str(args.slots)),
+               f"llamay --parallel {args.slots} --no-jump-ahead": start(*threads, "--parallel", str(args.slots),
+                                                                      "--no-jump-ahead"),
                "llamay --parallel 1": start(*threads, "--parallel", "1")}
     if args.llama_server and args.backend == "llamacpp":
         servers[f"llama-server -np {args.slots}"] = start_llama_server(args.llama_server, args.threads, args.slots)

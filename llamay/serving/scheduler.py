@@ -3,7 +3,14 @@
 Each step is one ``decode`` holding every busy slot's next input: the tokens each generating
 slot wrote since the last step (the one it sampled, and any its constraint forced after it,
 ``llamay.jump_ahead``: evaluated together, with logits read at the last), and a chunk of each
-prefilling slot's prompt. A request takes an idle slot
+prefilling slot's prompt. llama.cpp evaluates a batch of several sequences (each slot its own KV
+stream) in passes over the weights that take the same number of tokens from every sequence, so
+a step takes as many written tokens from each generating slot as the shortest run holds: alone,
+a slot evaluates its whole forced run in one pass; beside others, the rest of a longer run
+waits for the next steps (the slot samples again once its run is evaluated), rather than cost
+every slot a second pass. On 2 CPU cores a pass of 4 sequences is compute-bound, so a forced
+token costs about what a sampled one does there; the jump pays where a pass is bound by reading
+the weights (one sequence, or a GPU). A request takes an idle slot
 at the next step (the one that holds the longest prefix of its prompt, when prompts are
 cached) and gives it back the step it finishes, so no request waits for another to end.
 While others generate, a prompt is evaluated ``prefill_chunk`` tokens a step, so a long
@@ -133,10 +140,13 @@ class Scheduler(Runner):
             outputs.append(output)
 
         generating = [s for s in self._order if s.state is State.GENERATE]
+        # as many written tokens from each generating slot: a pass over the weights takes the same count from
+        # every sequence (see the module doc), so a longer forced run waits for steps of its own
+        width = min((len(s.job.pending) for s in generating), default=0)
         for slot in generating:
-            run = slot.job.pending
-            for k, token in enumerate(run):
-                add(slot, token, len(slot.held) + k, k == len(run) - 1)
+            pending = slot.job.pending
+            for k in range(width):
+                add(slot, pending[k], len(slot.held) + k, k == len(pending) - 1)
         room = self.backend.batch_size - len(tokens)
         if generating:
             room = min(room, self.prefill_chunk)
@@ -154,8 +164,8 @@ class Scheduler(Runner):
             return
         self.backend.decode(tokens, positions, seqs, outputs)
         for slot in generating:
-            slot.held.extend(slot.job.pending)
-            slot.job.pending = []
+            slot.held.extend(slot.job.pending[:width])
+            del slot.job.pending[:width]
         for slot, n in prefilled:
             start = len(slot.held)
             slot.held.extend(slot.job.prompt[start:start + n])
