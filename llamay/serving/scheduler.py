@@ -44,6 +44,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ..backends.base import BatchBackend, choose_token
 from ..backends.sampling import forced_logprob
+from ..errors import InternalError
 from ..jump_ahead import jump_ahead
 from .jobs import END, Job, Runner
 from .slots import Event, Slot, State, choose_slot
@@ -142,6 +143,8 @@ class Scheduler(Runner):
         generating = [s for s in self._order if s.state is State.GENERATE]
         # as many written tokens from each generating slot: a pass over the weights takes the same count from
         # every sequence (see the module doc), so a longer forced run waits for steps of its own
+        if any(not s.job.pending for s in generating):  # it would never get logits again: the loop would spin
+            raise InternalError("a generating slot has no token to evaluate")
         width = min((len(s.job.pending) for s in generating), default=0)
         for slot in generating:
             pending = slot.job.pending
