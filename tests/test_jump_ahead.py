@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import random
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 
 import jsonschema
 import numpy as np
@@ -13,6 +15,7 @@ import pytest
 from llamay import Matcher, Vocabulary, allocate_bitmask, compile_gbnf, compile_json_schema, ir
 from llamay.engine import TextDelta
 from llamay.jump_ahead import jump_ahead
+from llamay.serving.slots import State
 
 WEATHER = {"enum": ["get_current_weather_forecast"]}
 LONG_NAMES = {
@@ -315,3 +318,31 @@ def test_a_backend_that_runs_one_generation_at_a_time_jumps_too(smollm2_vocab):
         reply = Model(backend).chat(ORDER, schema=LONG_NAMES, max_tokens=120)
         assert reply.text.encode() == script
         assert (reply.usage["forced_tokens"] > 10) is jump
+
+
+def test_beside_another_slot_a_forced_run_waits_rather_than_cost_a_second_pass(smollm2_models):
+    """llama.cpp's pass over several KV streams takes as many tokens from each: every step holds as many written
+    tokens of each generating slot, so a longer run waits; a slot alone evaluates its whole run at once."""
+    model = smollm2_models[True]
+    backend, slots = model.backend, model.scheduler.slots
+    widths: list[set[int]] = []  # per step: the token counts of the generating slots
+
+    def decode(tokens, positions, seqs, outputs):
+        generating = {s.seq for s in slots if s.state is State.GENERATE}
+        counts = Counter(seq for seq in seqs if seq in generating)
+        widths.append(set(counts.values()))
+        return type(backend).decode(backend, tokens, positions, seqs, outputs)
+
+    backend.decode = decode
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            replies = list(pool.map(lambda ask: model.chat([{"role": "user", "content": ask}], schema=LONG_NAMES,
+                                                           max_tokens=120),
+                                    ["Give an order as JSON.", "Give another order as JSON."]))
+    finally:
+        del backend.decode
+    for reply in replies:
+        jsonschema.validate(json.loads(reply.text), LONG_NAMES)
+        assert reply.usage["forced_tokens"] >= 10
+    assert all(len(w) <= 1 for w in widths), widths
+    assert any(w and max(w) > 1 for w in widths), "some step evaluated a forced run whole"

@@ -175,6 +175,7 @@ class SteppedBackend(Backend):
         mask = allocate_bitmask(self.vocab.size) if matcher is not None else None
         rng = sampling.rng()
         reply: list[int] = []
+        encode = partial(self.encode, special=False)
         written = 0
         while written < budget:
             if cancel is not None and cancel.is_set():
@@ -187,7 +188,7 @@ class SteppedBackend(Backend):
                 return
             run = [(token, logprob)]
             if matcher is not None and self.jump_ahead:
-                forced = jump_ahead(matcher, partial(self.encode, special=False), token, limit=budget - written - 1)
+                forced = jump_ahead(matcher, encode, token, limit=budget - written - 1)
                 run += [(t, forced_logprob(t, sampling)) for t in forced]
                 stream.forced += len(forced)
             for token, logprob in run:
