@@ -79,14 +79,15 @@ def _spell(data: bytes, previous: int | None, vocab, encode: Encode, *, open_end
     """The tokens the tokenizer writes for ``data`` after ``previous``; [] where ``previous`` would not stay whole."""
     before = vocab.token_bytes(previous) if previous is not None else b""
     text = _whole_characters(before + data)
-    if text is None or len(text.encode()) <= len(before):
+    encoded = text.encode() if text is not None else b""
+    if len(encoded) <= len(before):
         return []
     ids = list(encode(text))
     if before:
         if not ids or ids[0] != previous:
             return []
         ids = ids[1:]
-    spelled = text.encode()[len(before):]
+    spelled = encoded[len(before):]
     if b"".join(vocab.token_bytes(t) for t in ids) != spelled:
         return []  # the tokenizer added or changed bytes (a leading space): not the grammar's bytes
     if open_end or len(spelled) < len(data):
