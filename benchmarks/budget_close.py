@@ -9,12 +9,17 @@ real vocabulary (SmolLM2, Llama 3, gemma-3):
   completion of every state, walked over the vocabulary's trie). It is paid by the first mask
   of a request that passes ``tokens_left``; with a warm mask cache, later requests of the
   schema reuse it.
-- **first visits**: the same walk the first time, the plain mask first each step (it fills the
-  mask cache), so the budget's mask pays only its own first-time costs.
+- **first visits**: the same walk the first time, the plain mask filled once before each step
+  (it fills the mask cache), so the budget's mask pays only its own first-time costs: the
+  checks whose findings later visits reuse.
 - **check**: every mask far from the budget (the common case): the same token sequence is
-  masked with and without ``tokens_left`` (counting down to ``--slack``, 256: the engine's
-  default ``max_tokens``), step by step, alternately, with the mask cache warm.
-  The check computes the set's distance and finds no token that could overrun.
+  masked with and without ``tokens_left``, with the mask cache warm; at each step the tokens
+  left are the completion distance plus ``--slack`` (256: the engine's default ``max_tokens``),
+  so that a schema whose shortest document is long is not counted as closing all along. Each
+  mask is timed ``--repeats`` times, the two kinds interleaved, and its median kept: the first
+  fill at a position pays the processor's cache misses for both, and charged to one of them,
+  the few costly positions of a walk would decide the sum. The check finds, usually from what
+  an earlier check of the same set recorded, that no token could overrun.
 - **closing**: the last tokens, where the budget binds: a uniform random walk (the model that
   never heads for the end) under a budget of the start's distance plus 4, each step masked with
   and without ``tokens_left``. Every step of this walk is a closing step.
@@ -46,30 +51,42 @@ def allowed(mask: np.ndarray, size: int) -> np.ndarray:
     return np.flatnonzero(np.unpackbits(mask.view(np.uint8), bitorder="little")[:size])
 
 
-def timed_pair(matcher, plain, budget, tokens_left: int, budget_first: bool) -> tuple[float, float]:
-    """One mask without and one with ``tokens_left``; the order alternates, so that the second,
-    which finds the caches the first warmed, is each of them half the time."""
-    first, second = (budget, plain) if budget_first else (plain, budget)
-    t0 = time.perf_counter()
-    matcher.fill_next_token_bitmask(first, tokens_left=tokens_left if budget_first else None)
-    t1 = time.perf_counter()
-    matcher.fill_next_token_bitmask(second, tokens_left=None if budget_first else tokens_left)
-    t2 = time.perf_counter()
-    return (t2 - t1, t1 - t0) if budget_first else (t1 - t0, t2 - t1)
+def timed_pair(matcher, plain, budget, tokens_left: int, budget_first: bool, repeats: int) -> tuple[float, float]:
+    """The mask without and with ``tokens_left``, each the median of ``repeats`` fills, interleaved.
+
+    The first fill at a position pays the processor's cache misses for both (the set's entry, the
+    mask's words); a single pair charges them to whichever comes first, and at the few costly
+    positions of a walk that one pair decides the sum. ``budget_first`` alternates the order.
+    """
+    times: tuple[list[float], list[float]] = ([], [])
+    order = (1, 0) if budget_first else (0, 1)
+    clock = time.perf_counter
+    for _ in range(repeats):
+        for which in order:
+            t0 = clock()
+            matcher.fill_next_token_bitmask(budget if which else plain, tokens_left=tokens_left if which else None)
+            times[which].append(clock() - t0)
+    return statistics.median(times[0]), statistics.median(times[1])
 
 
-def walk(matcher, vocab, plain, budget, rng, steps: int, tokens_left: int,
-         alternate: bool = True) -> list[tuple[float, float]]:
+def walk(matcher, vocab, plain, budget, rng, steps: int, tokens_left: int | None = None, slack: int = 256,
+         alternate: bool = True, repeats: int = 1, prime: bool = False) -> list[tuple[float, float]]:
     """A uniform random walk of at most ``steps`` tokens, timing each position's two masks.
 
-    The walk follows the budget's mask, so with a binding ``tokens_left`` it is a closing walk.
+    The walk follows the budget's mask, so with a binding ``tokens_left`` (counting down from the
+    given number) it is a closing walk. ``tokens_left`` None: at each step, the completion
+    distance plus ``slack``, far from the budget however far the document still is from its end.
+    ``prime``: fill the plain mask once before timing, so that the budget's mask pays only its own
+    first-time costs at a position the plain mask's cache already holds.
     """
     times = []
     for i in range(steps):
         if matcher.is_terminated():
             break
-        left = tokens_left - i
-        times.append(timed_pair(matcher, plain, budget, left, alternate and i % 2 == 1))
+        left = tokens_left - i if tokens_left is not None else (matcher.completion_distance() or 0) + slack
+        if prime:
+            matcher.fill_next_token_bitmask(plain)
+        times.append(timed_pair(matcher, plain, budget, left, alternate and i % 2 == 1, repeats))
         token = int(rng.choice(allowed(budget, vocab.size)))
         if not matcher.accept_token(token):
             raise AssertionError(f"the mask allowed token {token}, which the matcher refused")
@@ -86,7 +103,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", type=int, default=60)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--slack", type=int, default=256, help="tokens left at the end of the check's walk")
+    ap.add_argument("--slack", type=int, default=256, help="tokens left beyond the completion distance in the check")
+    ap.add_argument("--repeats", type=int, default=3, help="fills per mask in the check (their median)")
     args = ap.parse_args()
     grammars = []
     for schema in sample(args.size, args.seed):
@@ -102,14 +120,14 @@ def main() -> None:
             builds.append(Distances(grammar, vocab.trie).build_seconds)
             rng = np.random.default_rng(args.seed + i)
             warm = llamay.Matcher(grammar, vocab)
-            far = STEPS + args.slack  # the walk ends with ``--slack`` tokens left: never near its budget
             # first visits: the plain mask first fills the mask cache, so that the budget's mask pays
-            # only its own first-time costs (the distances, the check's walks)
-            steps = walk(warm, vocab, plain, budget, rng, STEPS, far, alternate=False)
+            # only its own first-time costs (the check's walks; the distances are the build above)
+            steps = walk(warm, vocab, plain, budget, rng, STEPS, slack=args.slack, alternate=False, prime=True)
             first += steps
             first_doc.append(sum(b - p for p, b in steps))
             rng = np.random.default_rng(args.seed + i)
-            steps = walk(llamay.Matcher(grammar, vocab), vocab, plain, budget, rng, len(steps), far)
+            steps = walk(llamay.Matcher(grammar, vocab), vocab, plain, budget, rng, len(steps), slack=args.slack,
+                         repeats=args.repeats)
             check += steps
             per_schema.append(sum(b for _, b in steps) / max(sum(p for p, _ in steps), 1e-9) - 1)
             m = llamay.Matcher(grammar, vocab)

@@ -137,6 +137,32 @@ def test_gbnf_grammars_close_within_any_budget_at_least_the_distance(request, vo
 
 
 # -- the contract --------------------------------------------------------------------------------
+@PROPERTY
+@given(schema=schemas, seed=st.integers(0, 2**32 - 1), budgets=st.lists(st.integers(1, 40), min_size=3, max_size=8))
+def test_a_sets_recorded_check_gives_the_mask_a_fresh_check_gives(smollm2_vocab, schema, seed, budgets):
+    """What the budget's checks find is kept per position set and spares later visits the check. At
+    every step of two walks over the same positions, under tokens left that rise and fall, the mask
+    of a matcher whose cache holds those findings is the mask of one on its own compile, whose cache
+    has never seen the set."""
+    vocab = smollm2_vocab
+    warm = Matcher(llamay.compile_json_schema(schema), vocab)
+    warm_mask, cold_mask = allocate_bitmask(vocab.size), allocate_bitmask(vocab.size)
+    for _ in range(2):
+        warm.reset()
+        rng, taken = np.random.default_rng(seed), []
+        for left in budgets * 3:
+            if warm.is_terminated():
+                break
+            cold = Matcher(llamay.compile_json_schema(schema), vocab)
+            assert all(cold.accept_token(t) for t in taken)
+            warm.fill_next_token_bitmask(warm_mask, tokens_left=left)
+            cold.fill_next_token_bitmask(cold_mask, tokens_left=left)
+            assert (warm_mask == cold_mask).all(), f"tokens_left {left} after {taken}"
+            allowed = np.flatnonzero(np.unpackbits(warm_mask.view(np.uint8), bitorder="little")[: vocab.size])
+            taken.append(int(rng.choice(allowed)))
+            assert warm.accept_token(taken[-1])
+
+
 def test_far_from_the_budget_the_mask_is_the_plain_mask(smollm2_vocab):
     m = Matcher(llamay.compile_json_schema({"type": "array", "items": {"type": "string"}}), smollm2_vocab)
     plain, budgeted = allocate_bitmask(smollm2_vocab.size), allocate_bitmask(smollm2_vocab.size)

@@ -23,10 +23,6 @@ class MaskCache:
         self.nbytes = 0
         self.machine = None
         self.distances = None  # distance.Distances, built by the first matcher that closes a document
-        # per key of a set that holds whole stacks, what the budget's checks found: (b, w), every
-        # allowed token whose rise bound exceeds b leads at most w from completion (b = -INF: every
-        # token, by a trie walk); while w fits the tokens left, those tokens need no check again
-        self.worst: dict[bytes, tuple[int, int]] = {}
 
     def get(self, key: tuple):
         return self.entries.get(key)
@@ -37,13 +33,6 @@ class MaskCache:
         self.entries[key] = entry
         self.nbytes += size
         return True
-
-
-    def put_worst(self, key: bytes, found: tuple[int, int]) -> None:
-        size = 0 if key in self.worst else len(key) + 96
-        if self.nbytes + size <= self.capacity:
-            self.worst[key] = found
-            self.nbytes += size
 
 
 def cache_for(grammar, vocab) -> MaskCache:

@@ -84,6 +84,15 @@ cdef class Entry:
     cdef int32_t n_extra
     cdef int32_t* und
     cdef int32_t n_und
+    # What the budget's checks found, for a position set whose key holds whole stacks (the key
+    # then decides every distance): ``checked``, every allowed token whose rise bound exceeds
+    # ``done`` leads at most ``done_worst`` from completion (``done`` -DINF: every token, by a
+    # trie walk), and no configuration of the set is further than ``dmax`` from completion.
+    # While those fit the tokens left, the check is these few reads.
+    cdef bint checked
+    cdef int32_t done
+    cdef int32_t done_worst
+    cdef int32_t dmax
 
     def __dealloc__(self):
         free(self.dense)
@@ -91,7 +100,7 @@ cdef class Entry:
         free(self.und)
 
     cdef Py_ssize_t nbytes(self, int32_t n_words):
-        return 64 + (n_words * 4 if self.dense != NULL else 0) + 4 * (self.n_extra + self.n_und)
+        return 80 + (n_words * 4 if self.dense != NULL else 0) + 4 * (self.n_extra + self.n_und)
 
     @property
     def summary(self):
@@ -155,8 +164,7 @@ cdef class Matcher:
     cdef Distances dist                # the pair's distances to completion (through the mask cache), on first use
     cdef readonly bint closed_by_budget
     cdef uint32_t* budget_mask         # scratch: the closing check's mask
-    cdef object set_key                # the cache key of the set the last mask was filled for (None: no key)
-    cdef bint set_whole                # and whether it holds whole stacks (then it decides every distance)
+    cdef Entry set_entry               # the last filled set's entry, where its key holds whole stacks (else None)
     cdef int32_t* _eos_ids             # the vocabulary's end tokens, for code without the interpreter
     cdef int32_t n_eos
 
@@ -499,19 +507,26 @@ cdef class Matcher:
         in a string near the budget, or a grammar whose bounds are loose) are checked by one
         walk of the vocabulary's trie, which shares their prefixes.
         """
-        cdef Distances dist = self._distances()
+        cdef Entry memo = self.set_entry
+        cdef Distances dist
         cdef const Tables* t = &self.g.t
         cdef const TrieTables* tr = &self.trie.tr
-        cdef int32_t i, k, d, tok, m, dmin = DINF, dmax = 0, limit, thr, candidates = 0, live = 0
+        cdef int32_t i, k, d, tok, m, dmin = DINF, dmax = 0, dall = 0, limit, thr, candidates = 0, live = 0
         cdef int32_t frames0 = self.a.n_frames, base0 = self.a.cfg_len, base, src = off
         cdef int flags = 0
         cdef bint removed = False
         cdef Within within
         cdef int32_t done = DINF, done_worst = 0, stepped = 0, first = 0
+        if memo is not None and memo.checked and memo.dmax <= tokens_left and memo.done_worst < tokens_left and (
+                memo.done == -DINF or memo.done <= tokens_left - 1 - memo.dmax):
+            return False  # far from the budget, as this set was when checked: no token to check
+        dist = self._distances()
         within.worst = 0
         with nogil:
             for i in range(off, off + n):
-                dmin = min(dmin, dist.config_cost(t, self.a.frames, self.a.cfg[i]))
+                d = dist.config_cost(t, self.a.frames, self.a.cfg[i])
+                dmin = min(dmin, d)
+                dall = max(dall, d)
             limit = max(tokens_left, dmin) - 1
             for i in range(off, off + n):  # live: complete in this token and ``limit`` more
                 d = dist.config_cost(t, self.a.frames, self.a.cfg[i])
@@ -520,14 +535,10 @@ cdef class Matcher:
                     live += 1
         if dmin >= DINF:
             return False
-        # What earlier checks of this set found (a set key holding whole stacks decides every
-        # distance): every allowed token whose bound exceeds ``done`` was stepped and led at most
-        # ``done_worst`` from completion (``done`` -DINF: every token, by a walk).
-        key = self.set_key if self.set_whole else None
+        # What earlier checks of this set found (see ``Entry``)
         thr = limit - dmax
-        entry = self.cache.worst.get(key) if key is not None else None
-        if entry is not None:
-            done, done_worst = entry
+        if memo is not None and memo.checked:
+            done, done_worst = memo.done, memo.done_worst
             if done_worst > limit or (done > -DINF and live < n):
                 done = DINF  # no help: check as if for the first time
             elif done == -DINF or done <= thr:
@@ -565,7 +576,7 @@ cdef class Matcher:
                     for i in range(self.n_eos):  # no bytes, no trie node: allowed only when complete
                         self.budget_mask[self._eos_ids[i] >> 5] |= (<uint32_t> 1) << (self._eos_ids[i] & 31)
                     within.dl, within.per_iter, within.t, within.limit, within.worst = dist.dl, dist.per_iter, t, limit, 0
-                    if key is not None:  # the whole set, so that what the walk finds holds for its key
+                    if memo is not None:  # the whole set, so that what the walk finds holds for its key
                         src, live = off, n
                     flags = walk(t, &self.a, tr, src, live, False, t.ws_budget, self.budget_mask, NULL, &self.lv,
                                  _within, &within) & F_OVERFLOW
@@ -596,8 +607,9 @@ cdef class Matcher:
             self.a.n_frames = frames0
         if flags & F_OVERFLOW:
             raise LlamayError("input is too ambiguous for this grammar (limit MAX_CONFIGURATIONS)")
-        if key is not None and src == off and live == n:
-            self.cache.put_worst(key, (done if done == -DINF else thr, max(done_worst, stepped)))
+        if memo is not None and src == off and live == n:
+            memo.done, memo.done_worst, memo.dmax = done if done == -DINF else thr, max(done_worst, stepped), dall
+            memo.checked = True
         return removed
 
     cdef uint32_t* _mask_row(self, bitmask, int index) except NULL:
@@ -669,6 +681,7 @@ cdef class Matcher:
         cdef PosRec* recs
         cdef PyObject* got
         cdef Entry entry
+        cdef bint whole = True
         if n > self.rec_cap:
             if not resize(<void**> &self.recs, n * sizeof(PosRec)):
                 raise MemoryError("matcher positions")
@@ -689,19 +702,19 @@ cdef class Matcher:
             memmove(&recs[j + 2], &recs[j + 1], (m - j - 1) * sizeof(PosRec))
             recs[j + 1] = x
             m += 1
-        self.set_key = None
+        self.set_entry = None
         if m == 0:
             return 0
         key = PyBytes_FromStringAndSize(<char*> recs, m * sizeof(PosRec))
-        self.set_whole = True
-        for i in range(m):
-            self.set_whole = self.set_whole and recs[i].bottom
-        self.set_key = key
         got = PyDict_GetItem(self.entries, key)
         if got == NULL:
             entry = self._build_entry(m, key)
         else:
             entry = <Entry> <object> got
+        for i in range(m):
+            whole = whole and recs[i].bottom
+        if whole:
+            self.set_entry = entry
         if entry is None:  # cache full: walk this set in full
             for i in range(n):
                 c = self.a.cfg[off + i]
