@@ -166,8 +166,11 @@ cdef int32_t step(const Tables* t, Arena* a, int32_t src, int32_t n, uint8_t byt
 
     Under a finite budget a whitespace edge is taken while ``Config.ws < ws_cap``. In a
     context-independent walk (``ci``) ``ws`` counts from 0 and ``ws_cap`` is the part of
-    the real remaining budget the cache key records (at most WS_WINDOW): past it the
-    edge sets F_NEED_CTX, for the real context to decide.
+    the real remaining budget the cache key records (at most WS_WINDOW): past a window of
+    WS_WINDOW the edge sets F_NEED_CTX, for the real context to decide. A smaller window is
+    the whole budget left, so past it the edge is refused as in the real context: else,
+    once the budget is spent, every token that starts with a space (a third of SmolLM2's)
+    would be left undecided and stepped at every mask.
     """
     cdef int32_t out_start = a.cfg_len, i, e, s
     cdef Config c, y
@@ -185,7 +188,7 @@ cdef int32_t step(const Tables* t, Arena* a, int32_t src, int32_t n, uint8_t byt
             y = c
             if t.b_ws[e] and t.ws_budget >= 0:
                 if c.ws >= ws_cap:
-                    if ci:
+                    if ci and ws_cap >= WS_WINDOW:
                         flags[0] |= F_NEED_CTX
                     continue
                 y.ws = c.ws + 1
