@@ -182,3 +182,23 @@ def test_a_whitespace_budget_nearly_spent_leaves_no_token_undecided(request, voc
     (key,) = set(cache_for(grammar, vocab).entries) - before
     assert cache_for(grammar, vocab).entries[key].summary[3] == 0
     np.testing.assert_array_equal(allowed(mask, vocab.size), accepted_by_stepping(m, vocab))
+
+
+@pytest.mark.parametrize("vocab_name", ["smollm2_vocab", "llama3_vocab", "gemma_vocab"])
+def test_tokens_past_the_whitespace_window_follow_the_budget_left_at_every_visit(request, vocab_name):
+    """With more budget left than a key records, the tokens holding more whitespace than the window are
+    decided by the budget left; what stepping them found is kept per budget left. Revisits of one
+    position with budgets that fall and rise again (with a long whitespace token allowed at some, not
+    at others) each give the mask stepping gives."""
+    vocab = request.getfixturevalue(vocab_name)
+    grammar = compile_json_schema({"type": "object", "properties": {"name": {"type": "string"}}}, whitespace_budget=64)
+    mask = allocate_bitmask(vocab.size)
+    seen = []
+    for used in (0, 30, 46, 0, 46, 30):
+        m = Matcher(grammar, vocab)
+        assert m.accept_bytes(b"{" + b"\n" * used)
+        m.fill_next_token_bitmask(mask)
+        got = allowed(mask, vocab.size)
+        np.testing.assert_array_equal(got, accepted_by_stepping(m, vocab), err_msg=f"{used} bytes spent")
+        seen.append(len(got))
+    assert seen[0] > seen[2]  # some token spends more whitespace than 18 bytes left allow

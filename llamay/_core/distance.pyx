@@ -35,7 +35,7 @@ tokens (``matcher``: by one walk of the trie).
 
 from libc.stdint cimport int32_t, int64_t, uint8_t
 from libc.stdlib cimport calloc, free, malloc
-from libc.string cimport memset
+from libc.string cimport memcpy, memset
 
 import time
 
@@ -89,12 +89,14 @@ cdef class Distances:
         self.per_iter = NULL
         self.order = NULL
         self.bound = NULL
+        self.tok_bound = NULL
 
     def __dealloc__(self):
         free(self.dl)
         free(self.per_iter)
         free(self.order)
         free(self.bound)
+        free(self.tok_bound)
 
     def __init__(self, CompiledGrammar grammar, TokenTrie trie):
         cdef const Tables* t = &grammar.t
@@ -150,8 +152,10 @@ cdef _token_bounds(Distances self, const TrieTables* tr, int32_t size, cnp.ndarr
     self.n_order = int(np.count_nonzero(bounds > NONE))
     self.order = <int32_t*> malloc(max(self.n_order, 1) * sizeof(int32_t))
     self.bound = <int32_t*> malloc(max(self.n_order, 1) * sizeof(int32_t))
-    if self.order == NULL or self.bound == NULL:
+    self.tok_bound = <int32_t*> malloc(max(size, 1) * sizeof(int32_t))
+    if self.order == NULL or self.bound == NULL or self.tok_bound == NULL:
         raise MemoryError("distance bounds")
+    memcpy(self.tok_bound, b, size * sizeof(int32_t))
     for p in range(self.n_order):
         self.order[p] = (<int32_t*> cnp.PyArray_DATA(order))[p]
         self.bound[p] = b[self.order[p]]

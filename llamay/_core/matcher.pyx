@@ -93,6 +93,10 @@ cdef class Entry:
     cdef int32_t done
     cdef int32_t done_worst
     cdef int32_t dmax
+    # For a set whose key holds whole stacks, the undecided tokens are those whose whitespace
+    # outruns the window the key records, so the real budget left decides them: per budget
+    # left (shared by the set's configurations), the ones it accepts, as int32 bytes.
+    cdef dict und_by_ws
 
     def __dealloc__(self):
         free(self.dense)
@@ -123,6 +127,18 @@ cdef bint _within(void* ctx, const Arena* a, int32_t off, int32_t n) noexcept no
         d = min(d, config_cost(w.dl, w.per_iter, w.t, a.frames, a.cfg[i]))
     w.worst = max(w.worst, d)
     return d <= w.limit
+
+
+cdef inline int32_t _first_at_most(const int32_t* bound, int32_t lo, int32_t hi, int32_t x) noexcept nogil:
+    """The first index in ``[lo, hi)`` whose bound is at most ``x`` (``hi`` if none): ``bound`` falls."""
+    cdef int32_t mid
+    while lo < hi:
+        mid = lo + (hi - lo) // 2
+        if bound[mid] <= x:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
 
 
 cdef class Matcher:
@@ -516,7 +532,9 @@ cdef class Matcher:
         cdef int flags = 0
         cdef bint removed = False
         cdef Within within
-        cdef int32_t done = DINF, done_worst = 0, stepped = 0, first = 0
+        cdef int32_t done = DINF, done_worst = 0, stepped = 0, first = 0, last
+        cdef uint32_t bits
+        cdef bint oom = False
         if memo is not None and memo.checked and memo.dmax <= tokens_left and memo.done_worst < tokens_left and (
                 memo.done == -DINF or memo.done <= tokens_left - 1 - memo.dmax):
             return False  # far from the budget, as this set was when checked: no token to check
@@ -564,14 +582,31 @@ cdef class Matcher:
                     out[i] &= self.budget_mask[i]
             base = self.a.cfg_len
             with nogil:
-                while first < dist.n_order and dist.bound[first] > done:  # stepped before, and fine
-                    first += 1
-                for k in range(first, dist.n_order):
-                    if dist.bound[k] <= thr or candidates >= WALK_CANDIDATES:
-                        break
-                    tok = dist.order[k]
-                    candidates += (out[tok >> 5] >> (tok & 31)) & 1
-                if candidates >= WALK_CANDIDATES:
+                # the allowed tokens whose bound is in (thr, done]: those above ``done`` were stepped before,
+                # and fine; the bounds are sorted, largest first
+                first = _first_at_most(dist.bound, 0, dist.n_order, done)
+                last = _first_at_most(dist.bound, first, dist.n_order, thr)
+                self.cd.len = 0
+                if last - first <= 4 * self.n_words:  # the range, if shorter than the mask's words
+                    for k in range(first, last):
+                        tok = dist.order[k]
+                        if (out[tok >> 5] >> (tok & 31)) & 1:
+                            if intvec_push_range(&self.cd, &tok, 1) < 0:
+                                oom = True
+                            if self.cd.len >= WALK_CANDIDATES or oom:
+                                break
+                else:  # else the allowed tokens, by their bits (few beside a large range: digits, EOS)
+                    for i in range(self.n_words):
+                        bits = out[i]
+                        while bits and not oom:
+                            tok = (i << 5) + __builtin_ctz(bits)
+                            bits &= bits - 1
+                            if tok < dist.n_tokens and thr < dist.tok_bound[tok] <= done:
+                                oom = intvec_push_range(&self.cd, &tok, 1) < 0
+                        if self.cd.len >= WALK_CANDIDATES or oom:
+                            break
+                candidates = self.cd.len
+                if candidates >= WALK_CANDIDATES and not oom:
                     memset(self.budget_mask, 0, self.n_words * sizeof(uint32_t))
                     for i in range(self.n_eos):  # no bytes, no trie node: allowed only when complete
                         self.budget_mask[self._eos_ids[i] >> 5] |= (<uint32_t> 1) << (self._eos_ids[i] & 31)
@@ -585,12 +620,8 @@ cdef class Matcher:
                         out[i] &= self.budget_mask[i]
                     candidates = 0
                     done, stepped = -DINF, within.worst
-                for k in range(first, dist.n_order if candidates else 0):
-                    if dist.bound[k] <= thr:
-                        break
-                    tok = dist.order[k]
-                    if not (out[tok >> 5] >> (tok & 31)) & 1:
-                        continue
+                for k in range(candidates if not oom else 0):
+                    tok = self.cd.data[k]
                     m = advance(t, &self.a, src, live, &tr.tok_bytes[tr.bytes_off[tok]],
                                 tr.bytes_off[tok + 1] - tr.bytes_off[tok], &flags)
                     d = DINF
@@ -605,6 +636,8 @@ cdef class Matcher:
         finally:
             self.a.cfg_len = base0
             self.a.n_frames = frames0
+        if oom:
+            raise MemoryError("matcher budget candidates")
         if flags & F_OVERFLOW:
             raise LlamayError("input is too ambiguous for this grammar (limit MAX_CONFIGURATIONS)")
         if memo is not None and src == off and live == n:
@@ -721,13 +754,42 @@ cdef class Matcher:
                 if c.state != ACCEPT:
                     self._walk_into(c, False, self.g.t.ws_budget, out)
             return 0
-        return self._apply(entry, off, n, out)
+        return self._apply(entry, off, n, out, whole)
 
-    cdef int _apply(self, Entry entry, int32_t off, int32_t n, uint32_t* out) except -1:
-        """OR a cache entry into ``out``; its undecided tokens are checked by stepping the set ``cfg[off:off+n]``."""
-        cdef int32_t i, tok, frames0 = self.a.n_frames, base_cfg = self.a.cfg_len, k
+    cdef int32_t _ws_left(self, int32_t off, int32_t n) noexcept:
+        """The whitespace budget left, where every configuration of ``cfg[off:off+n]`` has the same; else -1."""
+        cdef int32_t i, left = -1, w
+        if self.g.t.ws_budget < 0:
+            return -1
+        for i in range(off, off + n):
+            if self.a.cfg[i].state == ACCEPT:
+                continue
+            w = self.g.t.ws_budget - self.a.cfg[i].ws
+            if left >= 0 and w != left:
+                return -1
+            left = w
+        return left
+
+    cdef int _apply(self, Entry entry, int32_t off, int32_t n, uint32_t* out, bint whole) except -1:
+        """OR a cache entry into ``out``; its undecided tokens are checked by stepping the set ``cfg[off:off+n]``.
+
+        ``whole``: the entry's key holds whole stacks, so what decides its undecided tokens is the
+        whitespace budget left; what stepping them finds is kept per budget left (``und_by_ws``).
+        """
+        cdef int32_t i, tok, frames0 = self.a.n_frames, base_cfg = self.a.cfg_len, k, left = -1
         cdef int flags = 0
         cdef const TrieTables* tr = &self.trie.tr
+        cdef const int32_t* ids = NULL
+        cdef int32_t n_ids = -1        # tokens of the record for this budget left (-1: none yet)
+        cdef bytes found = None
+        if whole and entry.n_und:
+            left = self._ws_left(off, n)
+            if left >= 0 and entry.und_by_ws is not None:
+                found = entry.und_by_ws.get(left)
+                if found is not None:
+                    ids = <const int32_t*> PyBytes_AS_STRING(found)
+                    n_ids = <int32_t> (PyBytes_GET_SIZE(found) // sizeof(int32_t))
+        self.acc.len = 0
         with nogil:
             if entry.base > 0:
                 or_words(out, &self.slices.s.cum[<Py_ssize_t> entry.base * self.slices.s.n_words], self.n_words)
@@ -736,18 +798,36 @@ cdef class Matcher:
             for i in range(entry.n_extra):
                 tok = entry.extra[i]
                 out[tok >> 5] |= (<uint32_t> 1) << (tok & 31)
-            for i in range(entry.n_und):
-                tok = entry.und[i]
+            if n_ids >= 0:
+                for i in range(n_ids):
+                    out[ids[i] >> 5] |= (<uint32_t> 1) << (ids[i] & 31)
+            else:
+                for i in range(entry.n_und):
+                    tok = entry.und[i]
+                    self.a.cfg_len = base_cfg
+                    k = advance(&self.g.t, &self.a, off, n, &tr.tok_bytes[tr.bytes_off[tok]],
+                                tr.bytes_off[tok + 1] - tr.bytes_off[tok], &flags)
+                    if k:
+                        out[tok >> 5] |= (<uint32_t> 1) << (tok & 31)
+                        if left >= 0 and intvec_push_range(&self.acc, &tok, 1) < 0:
+                            left = -1  # out of memory for the record: step them again next time
+                    self.a.n_frames = frames0
                 self.a.cfg_len = base_cfg
-                k = advance(&self.g.t, &self.a, off, n, &tr.tok_bytes[tr.bytes_off[tok]],
-                            tr.bytes_off[tok + 1] - tr.bytes_off[tok], &flags)
-                if k:
-                    out[tok >> 5] |= (<uint32_t> 1) << (tok & 31)
-                self.a.n_frames = frames0
-            self.a.cfg_len = base_cfg
         if flags & F_OVERFLOW:
             raise LlamayError("input is too ambiguous for this grammar (limit MAX_CONFIGURATIONS)")
+        if found is None and left >= 0:
+            self._keep_und(entry, left)
         return 0
+
+    cdef void _keep_und(self, Entry entry, int32_t left):
+        """Keep the undecided tokens the budget ``left`` accepted (``self.acc``), within the cache's bound."""
+        cdef Py_ssize_t size = self.acc.len * sizeof(int32_t)
+        if self.cache.nbytes + size + 64 > self.cache.capacity:
+            return
+        if entry.und_by_ws is None:
+            entry.und_by_ws = {}
+        entry.und_by_ws[left] = PyBytes_FromStringAndSize(<char*> self.acc.data, size)
+        self.cache.nbytes += size + 64
 
     cdef Entry _build_entry(self, int32_t m, key):
         """Compute and cache the entry of positions ``recs[0:m]``.
