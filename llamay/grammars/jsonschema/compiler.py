@@ -22,7 +22,6 @@ for a digit automaton, count bounds on objects too large to count.
 
 from __future__ import annotations
 
-import json
 import re
 from decimal import Decimal
 from fractions import Fraction
@@ -55,6 +54,7 @@ from .keywords import (
 )
 from .refs import Resolver, declares_ids, one_base
 from .regex import RegexError, pattern_string, python_regex
+from .structure import StructureKeys
 
 if TYPE_CHECKING:
     from ..._core.automaton import CompiledGrammar
@@ -69,9 +69,6 @@ _ARRAY_KEYWORDS = ("items", "prefixItems", "minItems", "maxItems", "uniqueItems"
 _STRING_KEYWORDS = ("minLength", "maxLength", "pattern", "format")
 _NUMBER_KEYWORDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
 _TYPED_KEYWORDS = _OBJECT_KEYWORDS + _ARRAY_KEYWORDS + _STRING_KEYWORDS + _NUMBER_KEYWORDS
-
-#: The key of a flat schema: a merged ``multipleOf`` may be a Decimal (a number elsewhere is refused).
-_FLAT_KEY = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False, default=str)
 
 _UNSEEN = object()
 
@@ -267,7 +264,8 @@ class _Compiler:
         self.deadline = deadline
         self.algebra = algebra
         self.notes = notes
-        self.flats: dict[str, list] | None = {} if shared_by_text else None  # flat schema text -> flat_entry
+        self.flats: dict[int, list] | None = {} if shared_by_text else None  # flat schema's key -> flat_entry
+        self.structure = StructureKeys()  # flat schemas' keys: equal texts, equal keys
         self.shapes: dict[tuple, tuple | None] = {}  # the first flat schema of a shape, until a second comes
         self.deepest = 0  # the deepest self.depth reached (but inside $ref targets: each is built once)
         self.rules = 0
@@ -354,12 +352,12 @@ class _Compiler:
         """A schema without combinators; equal ones compile once, the second use on as one rule.
 
         Bundled schemas repeat definitions inline, some of them many times over: sharing one
-        rule lets lowering build it once. The text is the key only where no
-        ``$id`` moves the base of a ``$ref`` (then equal text means equal values), only for
+        rule lets lowering build it once. Equal text is the key (``StructureKeys``) only where
+        no ``$id`` moves the base of a ``$ref`` (then equal text means equal values), only for
         schemas with subschemas or values to list (``_SHARED_KEYWORDS``: the others cost less
         to compile than to key, and as rules they would stop lowering from copying their
         parents' templates), and only from the second schema of a shape (its keywords and
-        property names) on: serializing every node would cost as much as compiling it. The
+        property names) on: keying every node would cost about as much as compiling it. The
         depth bound and the warnings hold at each use as if it had been compiled there.
         """
         if self.flats is None or _SHARED_KEYWORDS.isdisjoint(node):
@@ -371,9 +369,9 @@ class _Compiler:
             self.shapes[shape] = (node, entry)
             return entry[0]
         if first is not None:  # the second of its shape: the first is keyed now
-            self.flats[_FLAT_KEY.encode(first[0])] = first[1]
+            self.flats[self.structure.key(first[0])] = first[1]
             self.shapes[shape] = None
-        key = _FLAT_KEY.encode(node)
+        key = self.structure.key(node)
         entry = self.flats.get(key)
         if entry is None:
             entry = self.flats[key] = self.flat_entry(node, pointer)

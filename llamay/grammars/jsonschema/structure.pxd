@@ -1,0 +1,5 @@
+# StructureKeys as an extension type (Cython's pure Python mode augments structure.py with this
+# file): its tables are read at every node of a repeated subschema.
+
+cdef class StructureKeys:
+    cdef dict _ids, _seen
