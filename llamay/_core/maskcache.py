@@ -8,7 +8,9 @@ deeper frames or more whitespace (checked per step against the real set). The gr
 machine (``setmachine.SetMachine``), which computes entries under its own lock and without the GIL,
 hangs off the cache too; entries are inserted under the GIL, so concurrent matchers at worst
 compute one twice. The cache stops growing at the grammar's ``limits.mask_cache_bytes``;
-positions past it are walked in full at every step.
+positions past it are walked in full at every step. What an entry learns later (the budget
+check's findings, its undecided tokens' fate per whitespace budget left) is charged to the
+same bound.
 """
 
 from __future__ import annotations
@@ -27,11 +29,17 @@ class MaskCache:
     def get(self, key: tuple):
         return self.entries.get(key)
 
-    def put(self, key: tuple, entry: tuple, size: int) -> bool:
+    def charge(self, size: int) -> bool:
+        """Count ``size`` more bytes, unless that would pass the capacity (then False, nothing counted)."""
         if self.nbytes + size > self.capacity:
             return False
-        self.entries[key] = entry
         self.nbytes += size
+        return True
+
+    def put(self, key: tuple, entry: tuple, size: int) -> bool:
+        if not self.charge(size):
+            return False
+        self.entries[key] = entry
         return True
 
 

@@ -53,6 +53,7 @@ from .walk cimport IntVec, Levels, advance, intvec_push_range, levels_free, leve
 
 cdef enum:
     WALK_CANDIDATES = 256   # tokens to check past which one trie walk checks them all (cheaper than stepping each)
+    RECORD_BYTES = 64       # a kept record's overhead beyond its token ids: the bytes object and its dict slot
 
 
 ctypedef struct PosRec:                # a position, as its cache key holds it
@@ -819,15 +820,15 @@ cdef class Matcher:
             self._keep_und(entry, left)
         return 0
 
-    cdef void _keep_und(self, Entry entry, int32_t left):
+    cdef int _keep_und(self, Entry entry, int32_t left) except -1:
         """Keep the undecided tokens the budget ``left`` accepted (``self.acc``), within the cache's bound."""
         cdef Py_ssize_t size = self.acc.len * sizeof(int32_t)
-        if self.cache.nbytes + size + 64 > self.cache.capacity:
-            return
+        if not self.cache.charge(size + RECORD_BYTES):
+            return 0
         if entry.und_by_ws is None:
             entry.und_by_ws = {}
         entry.und_by_ws[left] = PyBytes_FromStringAndSize(<char*> self.acc.data, size)
-        self.cache.nbytes += size + 64
+        return 0
 
     cdef Entry _build_entry(self, int32_t m, key):
         """Compute and cache the entry of positions ``recs[0:m]``.
