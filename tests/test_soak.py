@@ -279,6 +279,8 @@ def settled_census(server, model, before: Census | None) -> Census:
 
     For the baseline, wait for the scheduler's thread to end and the fd count to hold still;
     after the rounds, for counts back at the baseline (or the timeout: the test shows the difference).
+    The per-request objects are among those counts: a connection's task drops its ``_Connection``
+    only after the socket's close completes, a loop turn or two after its descriptor is gone.
     """
     if before is None:
         wait_for(lambda: not any(t.name == "llamay-scheduler" for t in threading.enumerate()), timeout=10)
@@ -291,7 +293,7 @@ def settled_census(server, model, before: Census | None) -> Census:
         wait_for(steady, timeout=10)
     else:
         wait_for(lambda: threading.active_count() <= len(before.threads) and open_fds() <= before.fds
-                 and busy(server, model) == 0, timeout=10)
+                 and busy(server, model) == 0 and census(server, model).live == before.live, timeout=10)
     return census(server, model)
 
 
