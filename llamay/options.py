@@ -47,10 +47,10 @@ class Tuning:
     #: Largest repetition unrolled into states; larger ones use a counter on the stack frame.
     unroll_states: int = 64
     #: Expanded size (states) up to which a non-recursive rule is inlined at each use.
-    inline_states: int = 4096
+    inline_states: int = 1024
     #: The same for a rule inlined at more than one place: past it, one frame serves every use,
     #: so a ``$ref`` target (or a ``format``) used twice does not double the automaton.
-    share_states: int = 256
+    share_states: int = 64
 
 
 class NumberDigits(NamedTuple):

@@ -1110,6 +1110,7 @@ cdef class _Lowering:
 cdef dict _DFAS = {}  # (item, limits, tuning) -> its _DFA, across compiles: the items are few
 cdef enum:
     MAX_DFAS = 64         # items kept at most: IR built by a library user could bring new ones forever
+    MAX_DFA_STATES = 4096  # an item's DFA, at most: its subset construction runs in the interpreter
 
 
 cdef _DFA _dfa_of(item, str name, options):
@@ -1155,8 +1156,8 @@ cdef _DFA _dfa_of(item, str name, options):
                     continue
                 key = tuple(sorted(targets))
                 if key not in ids:
-                    if len(order) > low.inline_states:
-                        raise GrammarError(f"an Except item's DFA needs over {low.inline_states} states", rule=name)
+                    if len(order) > MAX_DFA_STATES:
+                        raise GrammarError(f"an Except item's DFA needs over {MAX_DFA_STATES} states", rule=name)
                     ids[key] = len(order)
                     order.append(key)
                 if row and row[len(row) - 1][1] == cuts[k] - 1 and row[len(row) - 1][2] == ids[key]:
