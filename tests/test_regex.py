@@ -45,6 +45,7 @@ HANDWRITTEN = [
     "^\\d{3}(-\\d{4})?$", "^[a-f0-9]{70}$", "x{70,80}", "^([^,]+(,|$)){2,}$", "(^|\\s)#\\w+", "a$^b|c", "a?^b",
     "a$b?", "(^a|b)+$", "(a$|b)*", "(^|x){2}y", "(^$){3}", "(x?^)+y", "(^a$){2}", "(^a$|b){1,2}", "[a-c]{3}",
     "\\d{3,}-", "-\\d{3}", "x[^]{2}", "^x[a-c]{2}", "[a-c]{2}x$", "(?:ab){2}",
+    "^abc+$", "^abcd{2}e$", "^xyz?$", "ab}c{d", "^a-b_c:d+$",  # a quantifier takes the last literal of a run
 ]  # fmt: skip
 
 # Refused constructs: (pattern, what the message names, 0-based position).
@@ -82,6 +83,7 @@ REFUSED = [
     ("\\z", "escape \\z", 0),
     ("\\A", "escape \\A", 0),
     ("a{,3}", "{,n}", 1),
+    ("abc{,3}", "{,n}", 3),
     ("(?<1a>x)", "group name", 0),
     ("(" * 40 + ")" * 40, "MAX_DEPTH", 32),
 ]

@@ -168,6 +168,9 @@ def _subtract(ranges, holes: list[int]) -> list[tuple[int, int]]:
     return out
 
 
+_ASCII = frozenset(range(0x80))
+
+
 def canonical_class(ranges) -> Expr | None:
     """One code point in ``ranges`` (inclusive pairs), canonically spelled; None when they hold none.
 
@@ -175,7 +178,7 @@ def canonical_class(ranges) -> Expr | None:
     Surrogates are never produced.
     """
     ranges = merge_ranges(ranges)
-    outside = frozenset(cp for cp in range(0x80) if not any(lo <= cp <= hi for lo, hi in ranges))
+    outside = _ASCII.difference(cp for lo, hi in ranges if lo < 0x80 for cp in range(lo, min(hi, 0x7F) + 1))
     wide = char_class([(max(lo, 0x80), hi) for lo, hi in ranges if hi >= 0x80])
     pieces = [_ascii_raw(outside), None if wide == Alt(()) else wide, _escape(outside)]
     present = [p for p in pieces if p is not None]

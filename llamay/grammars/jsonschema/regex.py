@@ -191,6 +191,7 @@ _HEX = frozenset("0123456789abcdefABCDEF")
 _SIMPLE_QUANTIFIERS = {"*": (0, None), "+": (1, None), "?": (0, 1)}
 _GROUP_REFUSALS = (("(?<=", "lookbehind"), ("(?<!", "lookbehind"), ("(?=", "lookahead"), ("(?!", "lookahead"))
 _GROUP_NAME = re.compile(r"[A-Za-z_$][\w$]*", re.ASCII)
+_LITERALS = re.compile(r"[^\\^$.|?*+()\[\]{}]{2,}")  # two or more characters that are only themselves
 _MAX_GROUP_DEPTH = DEFAULT.limits.max_depth // 4
 
 
@@ -221,6 +222,11 @@ class _Parser:
     def alternative(self, depth: int) -> _Node:
         items: list[_Node] = []
         while self.peek() not in ("", "|", ")"):
+            run = _LITERALS.match(self.src, self.pos)
+            if run is not None:  # all but the last of a run of literals: no quantifier can follow them
+                end = run.end() - 1
+                items.extend(_chars(((ord(c), ord(c)),)) for c in self.src[self.pos : end])
+                self.pos = end
             term = self.term(depth)
             items.extend(term.items if isinstance(term, _Cat) else (term,))
         return items[0] if len(items) == 1 else _Cat(tuple(items))
@@ -260,7 +266,8 @@ class _Parser:
                 raise RegexError(f"numbers out of order in the quantifier {m[0]}", start)
             bounds = (lo, hi)
         else:
-            self.refuse_open_min_braces()
+            if c == "{":
+                self.refuse_open_min_braces()
             return None
         if self.peek() == "?":  # lazy: the same language
             self.pos += 1
@@ -284,7 +291,8 @@ class _Parser:
             return _chars(_as_ranges(got))
         if self.quantifier_ahead():
             raise RegexError(f"quantifier {c} with nothing to repeat", self.pos)
-        self.refuse_open_min_braces()
+        if c == "{":
+            self.refuse_open_min_braces()
         self.pos += 1  # a literal; Annex B: also ']', '}', and a '{' that starts no quantifier
         return _chars(((ord(c), ord(c)),))
 
