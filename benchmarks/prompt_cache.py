@@ -43,10 +43,13 @@ def start(*flags: str) -> tuple[subprocess.Popen, OpenAI]:
     raise RuntimeError("llamay serve did not start")
 
 
-def start_llama_server(binary: str, threads: int, slots: int = 4, port: int = 18431) -> tuple[subprocess.Popen, OpenAI]:
-    """``llama-server`` on the embedded model: ``slots`` slots of 4,096 positions each, as ``llamay serve``'s."""
-    proc = subprocess.Popen([binary, "-m", str(default_model_path()), "-t", str(threads), "-c", str(4096 * slots),
-                             "-np", str(slots), "--jinja", "--host", "127.0.0.1", "--port", str(port)],
+def start_llama_server(binary: str, threads: int, slots: int = 4, port: int = 18431,
+                       model: str | None = None) -> tuple[subprocess.Popen, OpenAI]:
+    """``llama-server`` on ``model`` (default the embedded one): ``slots`` slots of 4,096 positions each, as
+    ``llamay serve``'s."""
+    proc = subprocess.Popen([binary, "-m", model or str(default_model_path()), "-t", str(threads),
+                             "-c", str(4096 * slots), "-np", str(slots), "--jinja",
+                             "--host", "127.0.0.1", "--port", str(port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:

@@ -4,6 +4,10 @@ itself sampling every token (``--no-jump-ahead``).
 
     python -m benchmarks.serving [--runs 5] [--threads 2] [--slots 4] [--max-tokens 64]
                                  [--llama-server PATH] [--backend llamacpp|mlx] [--clients 1,4,8]
+                                 [--model GGUF]
+
+``--model`` runs both servers on another GGUF (default the embedded SmolLM2, whose weights are
+Q4_1); ``python -m benchmarks.requantize`` writes the embedded model in another type.
 
 ``--backend mlx`` compares mlx-lm's batch generator (``--parallel N``) with one generation at a
 time on the SmolLM2 folder derived from the GGUF; ``llama-server`` runs only beside llamacpp.
@@ -94,15 +98,18 @@ def main() -> None:
     ap.add_argument("--llama-server", metavar="PATH", help="llama.cpp's llama-server binary, to run beside")
     ap.add_argument("--backend", choices=("llamacpp", "mlx"), default="llamacpp")
     ap.add_argument("--clients", default=",".join(map(str, CLIENTS)), help="client counts of a round, comma-separated")
+    ap.add_argument("--model", metavar="GGUF", help="the model both servers load (default: the embedded SmolLM2)")
     args = ap.parse_args()
     clients = [int(n) for n in args.clients.split(",")]
-    threads = ("--threads", str(args.threads), "--backend", args.backend)
+    threads = ("--threads", str(args.threads), "--backend", args.backend,
+               *(("--model", args.model) if args.model else ()))
     servers = {f"llamay --parallel {args.slots}": start(*threads, "--parallel", str(args.slots)),
                f"llamay --parallel {args.slots} --no-jump-ahead": start(*threads, "--parallel", str(args.slots),
                                                                       "--no-jump-ahead"),
                "llamay --parallel 1": start(*threads, "--parallel", "1")}
     if args.llama_server and args.backend == "llamacpp":
-        servers[f"llama-server -np {args.slots}"] = start_llama_server(args.llama_server, args.threads, args.slots)
+        servers[f"llama-server -np {args.slots}"] = start_llama_server(args.llama_server, args.threads, args.slots,
+                                                                         model=args.model)
     rows: dict[tuple[str, int], list[dict]] = {}
     speeds: dict[str, list[float]] = {}
     try:
@@ -119,7 +126,7 @@ def main() -> None:
             proc.terminate()
             proc.wait()
     print(f"median of {args.runs} interleaved rounds; {args.backend} backend; {args.threads} threads; "
-          f"max_tokens {args.max_tokens}")
+          f"max_tokens {args.max_tokens}; model {args.model or 'embedded'}")
     print("| server | clients | wall s | tokens/s | median latency s | invalid | cut by max_tokens |")
     print("|---|---|---|---|---|---|---|")
     for (name, n), runs in rows.items():
