@@ -94,6 +94,37 @@ def test_required_takes_every_form_of_calls_from_the_first_byte(dialect, text, p
     assert not accepts(compile_tool_calls(TOOLS, "required", dialect=d), "Sure. " + text)
 
 
+# a call's opening with its whitespace runs as slots, and the most each run may hold (the triggers' bounds)
+_ADD = '"add", "arguments": {{"a": 2, "b": 40}}}}'
+OPENINGS = {
+    "bare object": ("hermes", '{{{open}"name"{colon}:{colon}' + _ADD, {"open": 8, "colon": 2}),
+    "fenced": ("hermes", '```json{fence}{{{open}"name"{colon}:{colon}' + _ADD + "\n```",
+               {"fence": 4, "open": 8, "colon": 2}),
+    "hermes marker": ("hermes", '<tool_call>\n{{{open}"name"{colon}:{colon}' + _ADD + "\n</tool_call>",
+                      {"open": 8, "colon": 2}),
+    "llama3 bare": ("llama3", '{{{open}"name"{colon}:{colon}"add", "parameters": {{"a": 2, "b": 40}}}}',
+                    {"open": 8, "colon": 2}),
+    "mistral bare list": ("mistral", '[{lead}{{{open}"name"{colon}:{colon}' + _ADD + "]",
+                          {"lead": 8, "open": 8, "colon": 2}),
+}
+
+
+@pytest.mark.parametrize("mode", ["required", "named"])
+@pytest.mark.parametrize(("dialect", "template", "bounds"), OPENINGS.values(), ids=OPENINGS.keys())
+def test_every_call_opening_the_grammar_allows_reads_back_as_a_call(mode, dialect, template, bounds):
+    """Runs up to the triggers' bounds are allowed; a longer run is refused, not written and then read as prose."""
+    d = DIALECTS[dialect]
+    grammar = compile_tool_calls(TOOLS, mode, dialect=d, name="add" if mode == "named" else None)
+    for slot, most in bounds.items():
+        for n in (0, 1, most, most + 1, 64):
+            text = template.format(**(dict.fromkeys(bounds, "") | {slot: " " * n}))
+            allowed = accepts(grammar, text)
+            assert allowed == (n <= most), text
+            if allowed:
+                prose, calls = parse_tool_calls(text, d, NAMES)
+                assert (prose, calls_of(calls)) == ("", [ADD]), text
+
+
 @pytest.mark.parametrize("dialect", list(DIALECTS))
 def test_parallel_false_allows_one_call(dialect):
     d = DIALECTS[dialect]

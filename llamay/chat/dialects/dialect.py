@@ -14,10 +14,11 @@ block of calls, and a bare object (or, for list dialects, a bare array) that beg
 are written, so JSON naming no offered tool stays prose; the call's rest is then constrained
 to that tool. Trigger whitespace: up to 4 characters between the fence and ``{``, up to 8
 between ``{`` (or ``[``) and ``"name"`` (pretty-printed ``{\\n    "name"``), up to 2 around
-the colon; a trigger may fire anywhere in the text. A fenced block ends at its closing fence,
-which the grammar requires and the parser consumes. Under ``required`` and a named tool the
-output starts with a call in any of the forms, whichever the model prefers; after a call only
-further calls (when parallel) may follow.
+the colon; a trigger may fire anywhere in the text. A call's opening keeps to these runs in
+every form and mode, so that no call the grammar lets the model write reads back as prose. A
+fenced block ends at its closing fence, which the grammar requires and the parser consumes.
+Under ``required`` and a named tool the output starts with a call in any of the forms,
+whichever the model prefers; after a call only further calls (when parallel) may follow.
 
 Parallel calls: ``parallel`` None leaves it to the dialect, False allows one call, True asks
 for several. Llama 3's format holds one call per turn (its published templates refuse an
@@ -37,11 +38,11 @@ from typing import TYPE_CHECKING, Any
 
 from ...grammars import json_lexical as jg
 from ...grammars.jsonschema.compiler import schema_expr
-from ...ir import EMPTY, Expr, Grammar, Ref, alt, literal, optional, seq, star, token
+from ...ir import EMPTY, Bytes, Expr, Grammar, Ref, alt, literal, merge_ranges, optional, repeat, seq, star, token
 from ...options import DEFAULT, CompileOptions
 from ..calls import ToolCall
 from ..errors import ToolCallError
-from .triggers import Scanner, Trigger, TriggerSearch, Ws
+from .triggers import WS_BYTES, Scanner, Trigger, TriggerSearch, Ws
 
 if TYPE_CHECKING:
     from ...vocab import Vocabulary
@@ -156,7 +157,8 @@ class CallGrammar:
             self._rest.append(Ref(f"call_rest_{i}"))
         # one head for every tool: the automaton carries a single configuration until the names part
         named = [seq(literal(name), rest) for name, rest in zip(self.names, self._rest, strict=True)]
-        g.define("call_body", seq(jg.WS, literal('"name"'), jg.WS, literal(":"), jg.WS, alt(*named)))
+        g.define("call_body", seq(_run(OPEN_WS), literal('"name"'), _run(COLON_WS), literal(":"), _run(COLON_WS),
+                                  alt(*named)))
         # The brace stays at each use of "call". Once the union outgrows the lowering's limit on a
         # rule copied to several places (Tuning.share_states) the body is a frame, and a frame that
         # began with the brace would be entered ahead of it: after ``[`` or a fence the set would
@@ -191,9 +193,9 @@ class CallGrammar:
     def _groups(self) -> list[Expr]:
         d = self.d
         groups = [] if d.open is None else [seq(self.m.expr(d.open), self._canonical_tail())]
-        groups.append(seq(alt(*(literal(f) for f in FENCES)), jg.WS, Ref("call"), self._fence_tail()))
+        groups.append(seq(alt(*(literal(f) for f in FENCES)), _run(FENCE_WS), Ref("call"), self._fence_tail()))
         if d.listed:
-            groups.append(seq(literal("["), jg.WS, Ref("call"), self._list_tail()))
+            groups.append(seq(literal("["), _run(OPEN_WS), Ref("call"), self._list_tail()))
         groups.append(Ref("call"))
         return groups
 
@@ -224,6 +226,11 @@ class CallGrammar:
         if form == "list":
             return seq(self._rest[i], self._list_tail())
         return self._rest[i]
+
+
+def _run(most: int) -> Expr:
+    """0 to ``most`` whitespace bytes: a trigger's run (``Ws``), within which the parser sees the call."""
+    return repeat(Bytes(merge_ranges((b, b) for b in WS_BYTES)), 0, most)
 
 
 @lru_cache(maxsize=64)
