@@ -12,9 +12,10 @@ from conftest import corpus
 from feed import accepts
 from hypothesis import given, reject, settings
 from hypothesis import strategies as st
-from llamay._core.lowering import lower
+from llamay._core.lowering import kept_except_items, lower
 
 from llamay import GrammarError, LlamayError, Matcher, compile_json_schema, ir
+from llamay.grammars.json_lexical import key_excluding
 from llamay.grammars.jsonschema.compiler import schema_expr
 from llamay.options import CompileOptions, Limits
 from tests.irgen import ALPHABET, exprs, grammars, to_regex
@@ -61,6 +62,15 @@ def test_except_accepts_what_its_item_does_but_the_words(item, words, texts, rep
         else:
             want = matches(text)
         assert accepts(compiled, text + b";") == want, text
+
+
+def test_an_except_items_dfa_is_kept_for_later_compiles():
+    """Its subset construction runs in the interpreter: built at every open object, it was a
+    quarter of a large schema's lowering."""
+    key = key_excluding(["a"]).item
+    for names in (["a", "b"], ["c"]):
+        compile_json_schema({"properties": {name: {"type": "integer"} for name in names}}, closed_objects=False)
+        assert key in kept_except_items()
 
 
 @settings(max_examples=200, deadline=None)

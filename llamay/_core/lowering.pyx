@@ -1154,16 +1154,16 @@ cdef _DFA _dfa_of(item, str name, options):
                             targets.add(e.b[i].tgt)
                 if not targets:
                     continue
-                key = tuple(sorted(targets))
-                if key not in ids:
+                subset = tuple(sorted(targets))
+                if subset not in ids:
                     if len(order) > MAX_DFA_STATES:
                         raise GrammarError(f"an Except item's DFA needs over {MAX_DFA_STATES} states", rule=name)
-                    ids[key] = len(order)
-                    order.append(key)
-                if row and row[len(row) - 1][1] == cuts[k] - 1 and row[len(row) - 1][2] == ids[key]:
-                    row[len(row) - 1] = (row[len(row) - 1][0], cuts[k + 1] - 1, ids[key])
+                    ids[subset] = len(order)
+                    order.append(subset)
+                if row and row[len(row) - 1][1] == cuts[k] - 1 and row[len(row) - 1][2] == ids[subset]:
+                    row[len(row) - 1] = (row[len(row) - 1][0], cuts[k + 1] - 1, ids[subset])
                 else:
-                    row.append((cuts[k], cuts[k + 1] - 1, ids[key]))
+                    row.append((cuts[k], cuts[k + 1] - 1, ids[subset]))
             rows.append(row)
         d = _DFA()
         d.n = len(order)
@@ -1190,6 +1190,11 @@ cdef _DFA _dfa_of(item, str name, options):
         _DFAS.clear()
     _DFAS[key] = d
     return d
+
+
+def kept_except_items() -> list:
+    """The ``Except`` items whose DFA is kept for later compiles (for tests)."""
+    return [key[0] for key in _DFAS]
 
 
 cdef list _left_factor(tuple items):
