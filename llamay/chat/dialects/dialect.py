@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...grammars import json_lexical as jg
 from ...grammars.jsonschema.compiler import schema_expr
-from ...ir import EMPTY, Bytes, Expr, Grammar, Ref, alt, literal, merge_ranges, optional, repeat, seq, star, token
+from ...ir import EMPTY, Expr, Grammar, Ref, alt, byte_set, literal, optional, repeat, seq, star, token
 from ...options import DEFAULT, CompileOptions
 from ..calls import ToolCall
 from ..errors import ToolCallError
@@ -230,7 +230,7 @@ class CallGrammar:
 
 def _run(most: int) -> Expr:
     """0 to ``most`` whitespace bytes: a trigger's run (``Ws``), within which the parser sees the call."""
-    return repeat(Bytes(merge_ranges((b, b) for b in WS_BYTES)), 0, most)
+    return repeat(byte_set(WS_BYTES), 0, most)
 
 
 @lru_cache(maxsize=64)
