@@ -101,12 +101,12 @@ def main() -> None:
     ap.add_argument("--model", metavar="GGUF", help="the model both servers load (default: the embedded SmolLM2)")
     args = ap.parse_args()
     clients = [int(n) for n in args.clients.split(",")]
-    threads = ("--threads", str(args.threads), "--backend", args.backend,
-               *(("--model", args.model) if args.model else ()))
-    servers = {f"llamay --parallel {args.slots}": start(*threads, "--parallel", str(args.slots)),
-               f"llamay --parallel {args.slots} --no-jump-ahead": start(*threads, "--parallel", str(args.slots),
+    common = ("--threads", str(args.threads), "--backend", args.backend,
+              *(("--model", args.model) if args.model else ()))
+    servers = {f"llamay --parallel {args.slots}": start(*common, "--parallel", str(args.slots)),
+               f"llamay --parallel {args.slots} --no-jump-ahead": start(*common, "--parallel", str(args.slots),
                                                                       "--no-jump-ahead"),
-               "llamay --parallel 1": start(*threads, "--parallel", "1")}
+               "llamay --parallel 1": start(*common, "--parallel", "1")}
     if args.llama_server and args.backend == "llamacpp":
         servers[f"llama-server -np {args.slots}"] = start_llama_server(args.llama_server, args.threads, args.slots,
                                                                          model=args.model)

@@ -66,7 +66,7 @@ def test_except_accepts_what_its_item_does_but_the_words(item, words, texts, rep
 
 def test_an_except_items_dfa_is_kept_for_later_compiles():
     """Its subset construction runs in the interpreter: built at every open object, it was a
-    quarter of a large schema's lowering."""
+    third of a large schema's lowering with open objects."""
     key = key_excluding(["a"]).item
     for names in (["a", "b"], ["c"]):
         compile_json_schema({"properties": {name: {"type": "integer"} for name in names}}, closed_objects=False)

@@ -11,6 +11,7 @@ import pytest
 
 from llamay import Matcher
 from llamay.chat import DIALECTS, CallStream, ChatTemplate, ToolCall, detect, parse_tool_calls
+from llamay.chat.dialects.dialect import COLON_WS, FENCE_WS, OPEN_WS
 from llamay.chat.tool_grammar import compile_tool_calls
 
 TOOLS = [
@@ -97,15 +98,15 @@ def test_required_takes_every_form_of_calls_from_the_first_byte(dialect, text, p
 # a call's opening with its whitespace runs as slots, and the most each run may hold (the triggers' bounds)
 _ADD = '"add", "arguments": {{"a": 2, "b": 40}}}}'
 OPENINGS = {
-    "bare object": ("hermes", '{{{open}"name"{colon}:{colon}' + _ADD, {"open": 8, "colon": 2}),
+    "bare object": ("hermes", '{{{open}"name"{colon}:{colon}' + _ADD, {"open": OPEN_WS, "colon": COLON_WS}),
     "fenced": ("hermes", '```json{fence}{{{open}"name"{colon}:{colon}' + _ADD + "\n```",
-               {"fence": 4, "open": 8, "colon": 2}),
+               {"fence": FENCE_WS, "open": OPEN_WS, "colon": COLON_WS}),
     "hermes marker": ("hermes", '<tool_call>\n{{{open}"name"{colon}:{colon}' + _ADD + "\n</tool_call>",
-                      {"open": 8, "colon": 2}),
+                      {"open": OPEN_WS, "colon": COLON_WS}),
     "llama3 bare": ("llama3", '{{{open}"name"{colon}:{colon}"add", "parameters": {{"a": 2, "b": 40}}}}',
-                    {"open": 8, "colon": 2}),
+                    {"open": OPEN_WS, "colon": COLON_WS}),
     "mistral bare list": ("mistral", '[{lead}{{{open}"name"{colon}:{colon}' + _ADD + "]",
-                          {"lead": 8, "open": 8, "colon": 2}),
+                          {"lead": OPEN_WS, "open": OPEN_WS, "colon": COLON_WS}),
 }
 
 

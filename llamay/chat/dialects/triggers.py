@@ -26,10 +26,10 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from ...ir import EDGE_BYTE, EMPTY, Bytes, Expr, Grammar, Ref, alt, merge_ranges, seq
+from ...ir import EDGE_BYTE, EMPTY, JSON_WHITESPACE, Bytes, Expr, Grammar, Ref, alt, merge_ranges, seq
 
 #: Whitespace a trigger's runs may hold: JSON's.
-WS_BYTES = b" \t\n\r"
+WS_BYTES = JSON_WHITESPACE
 
 
 
