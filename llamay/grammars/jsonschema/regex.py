@@ -71,6 +71,7 @@ from ... import ir
 from ...options import DEFAULT
 from ..json_lexical import canonical_class, counted
 from ..utf8 import MAX_CODE_POINT, negate
+from . import prebuilt
 
 __all__ = ["RegexError", "pattern_string", "python_regex"]
 
@@ -660,8 +661,18 @@ def pattern_string(
     ``^``/``$`` anchor it); False: the whole value must match (``format`` regexes).
     ``lo``/``hi``: minLength/maxLength in code points. Returns ``(expr, length_enforced)``:
     ``length_enforced`` says every accepted value has a length in range (else the caller warns);
-    ``expr`` is None when no value matches within the bounds.
+    ``expr`` is None when no value matches within the bounds. A whole-value regex without
+    bounds may come prebuilt (the ``format`` regexes: ``prebuilt``), the same IR read from a table.
     """
+    if not search and lo <= 0 and hi is None:
+        expr = prebuilt.lookup(source)
+        if expr is not None:
+            return expr, True
+    return string_from_text(source, lo, hi, search)
+
+
+def string_from_text(source: str, lo: int, hi: int | None, search: bool) -> tuple[ir.Expr | None, bool]:
+    """``pattern_string`` built from the pattern's text: parsed, split at anchors, fitted to the bounds."""
     parts, exact = [], True
     for head, node, tail in _branches(source):
         fitted, fits_exactly = _fit_branch(node, head or not search, tail or not search, max(lo, 0), hi)

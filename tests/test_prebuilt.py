@@ -1,0 +1,77 @@
+"""The format regexes' prebuilt IR (llamay.grammars.jsonschema.prebuilt): current, equal to the
+IR built from the regex's text, used only where that IR would be built without bounds."""
+
+from __future__ import annotations
+
+import pytest
+
+from llamay import ir
+from llamay.grammars.jsonschema import prebuilt
+from llamay.grammars.jsonschema.formats import FORMATS
+from llamay.grammars.jsonschema.regex import pattern_string, string_from_text
+
+
+def nodes_of(expr) -> set[int]:
+    """The ids of the distinct node objects of ``expr``."""
+    seen: dict[int, object] = {}
+    stack = [expr]
+    while stack:
+        x = stack.pop()
+        if id(x) in seen:
+            continue
+        seen[id(x)] = x
+        if isinstance(x, (ir.Seq, ir.Alt)):
+            stack.extend(x.items)
+        elif isinstance(x, ir.Repeat):
+            stack.append(x.item)
+    return set(seen)
+
+
+@pytest.mark.parametrize("fmt", sorted(FORMATS))
+def test_every_format_regex_has_a_line_equal_to_the_ir_built_from_its_text(fmt):
+    table = prebuilt.lookup(FORMATS[fmt])
+    assert table is not None, "formats.py or the regex compiler changed: run ci/refresh-prebuilt"
+    built, exact = string_from_text(FORMATS[fmt], 0, None, False)
+    assert exact
+    assert table == built
+    assert len(nodes_of(table)) == len(nodes_of(built)), "the IR's shared nodes are no longer shared"
+
+
+@pytest.mark.parametrize("fmt", sorted(FORMATS))
+def test_an_unbounded_format_reads_the_table(fmt):
+    assert pattern_string(FORMATS[fmt], search=False) == (prebuilt.lookup(FORMATS[fmt]), True)
+    assert pattern_string(FORMATS[fmt], search=False)[0] is prebuilt.lookup(FORMATS[fmt])
+
+
+@pytest.mark.parametrize(
+    "source, lo, hi, search",
+    [
+        (FORMATS["email"], 0, 254, False),  # a bound: the count is fitted on the regex's tree
+        (FORMATS["date"], 10, None, False),
+        (FORMATS["uuid"], 0, None, True),  # a search, not a whole value
+        ("a|bc", 0, None, False),  # no line
+    ],
+    ids=["max-length", "min-length", "search", "not-a-format"],
+)
+def test_bounds_searches_and_other_regexes_are_built_from_their_text(source, lo, hi, search):
+    got = pattern_string(source, lo, hi, search=search)
+    assert got == string_from_text(source, lo, hi, search)
+    table = prebuilt.lookup(source)
+    assert table is None or got[0] is not table
+
+
+def test_a_regex_whose_text_changed_has_no_line():
+    assert prebuilt.lookup(FORMATS["date"] + "|x") is None
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        ir.literal("ab"),
+        ir.alt(ir.repeat(ir.byte_range(0x30, 0x39), 1, None), ir.whitespace(), ir.EMPTY),
+        ir.seq(ir.optional(ir.literal("x")), ir.repeat(ir.literal("yz"), 2, 4)),
+    ],
+    ids=["literal", "alternatives", "repeats"],
+)
+def test_decode_gives_back_what_encode_read(expr):
+    assert prebuilt.decode(prebuilt.encode(expr)) == expr
