@@ -61,16 +61,17 @@ def encode(expr: ir.Expr) -> list:
 def decode(nodes: list) -> ir.Expr:
     """The IR ``encode`` wrote, built with the node classes themselves: the same tree, not renormalized."""
     built: list = []
+    add, at = built.append, built.__getitem__
     for node in nodes:
         kind = node[0]
         if kind == "b":
-            built.append(ir.Bytes(tuple((lo, hi) for lo, hi in node[1]), node[2]))
+            add(ir.Bytes(tuple(map(tuple, node[1])), node[2]))
         elif kind == "s":
-            built.append(ir.Seq(tuple([built[i] for i in node[1]])))
+            add(ir.Seq(tuple(map(at, node[1]))))
         elif kind == "a":
-            built.append(ir.Alt(tuple([built[i] for i in node[1]])))
+            add(ir.Alt(tuple(map(at, node[1]))))
         else:
-            built.append(ir.Repeat(built[node[1]], node[2], node[3]))
+            add(ir.Repeat(at(node[1]), node[2], node[3]))
     return built[-1]
 
 
