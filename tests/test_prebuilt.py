@@ -50,6 +50,17 @@ def test_a_regex_whose_text_changed_has_no_line():
     assert prebuilt.lookup(FORMATS["date"] + "|x") is None
 
 
+@pytest.mark.parametrize("where", ["absent.jsonl", "."], ids=["absent", "unreadable"])
+def test_without_a_readable_table_formats_are_built_from_their_text(where, tmp_path, monkeypatch):
+    monkeypatch.setattr(prebuilt, "TABLE", tmp_path / where)
+    prebuilt._lines.cache_clear()
+    try:
+        assert prebuilt._lines() == {}
+        assert prebuilt.lookup.__wrapped__(FORMATS["uuid"]) is None  # past the cache of earlier lookups
+    finally:
+        prebuilt._lines.cache_clear()
+
+
 @pytest.mark.parametrize(
     "expr",
     [

@@ -77,10 +77,13 @@ def decode(nodes: list) -> ir.Expr:
 
 @lru_cache(maxsize=1)
 def _lines() -> dict[str, str]:
-    """The table's lines by digest, their JSON not yet parsed (only the formats used are)."""
+    """The table's lines by digest, their JSON not yet parsed (only the formats used are).
+
+    A table left out of an install, or unreadable, is no table: every regex is built from its text.
+    """
     try:
         text = TABLE.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    except OSError:
         return {}
     return {line[:_DIGEST_LENGTH]: line[_DIGEST_LENGTH + 1 :] for line in text.splitlines() if line}
 
