@@ -8,8 +8,10 @@ first time in every fresh process: a CLI run, a worker, a serverless call.
 
 The table (``prebuilt_formats.jsonl``) holds one line per regex: its SHA-256, then its IR as
 JSON, the nodes in post-order with children by index, so that the IR's shared nodes stay
-shared. A regex whose text has changed has no line: it is built from its text as before,
-and ``tests/test_prebuilt.py`` fails until the table is written again (``ci/refresh-prebuilt``).
+shared. A regex whose text has changed has no line: it is built from its text as before.
+A change to the regex compiler alone keeps the digests, so the old IR would still be read:
+``tests/test_prebuilt.py`` compares every line with the IR built from its text, and fails
+until the table is written again (``ci/refresh-prebuilt``).
 """
 
 from __future__ import annotations
