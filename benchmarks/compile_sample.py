@@ -24,6 +24,8 @@ from llamay import SchemaError, compile_json_schema
 from llamay.options import Limits
 from tests.conftest import TESTDATA
 
+from .workloads import OPEN
+
 
 def sample(size: int, seed: int) -> list:
     """``size`` schemas drawn from every subset with ``seed``: the same list for the same corpus."""
@@ -41,7 +43,7 @@ def main() -> None:
     ap.add_argument("--open", action="store_true",
                     help="open objects, unbounded whitespace, uncapped numbers (the peer harness)")
     args = ap.parse_args()
-    settings = {"closed_objects": False, "whitespace_budget": None, "number_digits": None} if args.open else {}
+    settings = dict(OPEN) if args.open else {}
     settings["limits"] = Limits(compile_seconds=float("inf"))
     compiled = states = 0
     for one in sample(args.size, args.seed):

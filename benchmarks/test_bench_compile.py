@@ -15,6 +15,7 @@ import time
 import numpy as np
 import pytest
 
+from benchmarks.workloads import OPEN
 from llamay import SchemaError, compile_json_schema
 from tests.conftest import TESTDATA, corpus
 
@@ -23,7 +24,7 @@ SUBSETS = sorted(p.name.removesuffix(".jsonl.gz") for p in (TESTDATA / "jsonsche
     "Glaiveai2K"]  # absent corpus: one id, and the test skips with the reason
 
 
-SETTINGS = {"default": {}, "open": {"closed_objects": False, "whitespace_budget": None, "number_digits": None}}
+SETTINGS = {"default": {}, "open": OPEN}
 
 
 @pytest.mark.parametrize("settings", SETTINGS)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.first_mask_split import SETTINGS, entry_frames
+from benchmarks.first_mask_split import entry_frames
+from benchmarks.workloads import OPEN
 from llamay import compile_json_schema
 
 NODE = {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}}}
@@ -21,7 +22,7 @@ NODE = {"type": "object", "properties": {"kids": {"type": "array", "items": {"$r
     ],
 )
 def test_entry_frames_are_the_frames_called_before_the_first_byte(schema, entered):
-    grammar = compile_json_schema(schema, **SETTINGS)
+    grammar = compile_json_schema(schema, **OPEN)
     found, per_rule = entry_frames(grammar)
     assert {grammar.rule_names[r] for r in found} == entered
     assert per_rule.sum() == grammar.n_states and all(per_rule[r] > 0 for r in found)

@@ -7,6 +7,7 @@ from llamay._core.maskcache import cache_for
 from llamay.grammars.jsonschema.compiler import compile_json_schema
 from tests import feed
 
+from ..workloads import OPEN
 from . import PeerVocab
 from ._vocab import llamay_vocab
 
@@ -24,7 +25,7 @@ def build_vocab(kind: str) -> PeerVocab:
 
 def compile(schema, vocab: PeerVocab | None = None, closed_objects: bool = False):
     vocab = vocab or _current
-    grammar = compile_json_schema(schema, closed_objects=closed_objects, whitespace_budget=None, number_digits=None)
+    grammar = compile_json_schema(schema, **(OPEN | {"closed_objects": closed_objects}))
     return grammar, vocab.handle
 
 
