@@ -3,10 +3,11 @@
 Per schema (the harness's settings: open objects, unbounded whitespace, uncapped numbers; the
 median of ``--runs`` compiles in one warm process): the schema-to-IR pass, the whole compile, and
 their difference, the lowering. From the automaton, per frame rule: the states of the frames
-that the first mask needs (those entered before the first byte, from the root's start) and
-the largest of the others, which a lowering built per frame on first entry would build during
-some later mask instead. Their times are estimated by the lowering's share of states, so they
-are rough (bisimulation and packing are not linear in the states).
+that the first mask needs at least (those entered before the first byte, from the root's start;
+the first mask's walk also reads as far as a token holds, and may enter more) and the largest
+of the others, which a lowering built per frame on first entry would build during some later
+mask instead. Their times are estimated by the lowering's share of states, so they are rough
+(bisimulation and packing are not linear in the states).
 
     python3 -m benchmarks.first_mask_split --seed 0 [--limit 100] [--top 12]
 """
