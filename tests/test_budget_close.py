@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 import llamay
 from llamay._core.bitmask import allocate_bitmask
+from llamay._core.distance import INF, Distances
 from llamay._core.matcher import Matcher
 from tests.conftest import corpus
 from tests.irgen import grammars
@@ -221,3 +222,27 @@ def test_distances_count_only_what_the_vocabulary_spells(request, vocab_name, by
     g.define("root", llamay.ir.literal(bytes([byte])))
     d = Matcher(g.compile(), vocab).completion_distance()
     assert (d == 1) if spelled else (d is None)
+
+
+LONG_STRINGS = {"type": "array", "items": {"type": "string", "minLength": 1000}, "minItems": 100}
+LOOSE = {"anyOf": [{"type": "null"}, LONG_STRINGS]}  # a bound is a maximum over alternatives
+
+
+@pytest.mark.parametrize("vocab_name", VOCABS)
+@pytest.mark.parametrize("schema", [
+    {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "array", "items": {"type": "integer"}}}},
+    LOOSE,  # bounds that span more than 16 bits: both passes of the sort decide
+])
+def test_token_bounds_are_their_bytes_sums_checked_largest_first_ties_by_id(request, vocab_name, schema):
+    vocab = request.getfixturevalue(vocab_name)
+    distances = Distances(llamay.compile_json_schema(schema), vocab.trie)
+    bounds = distances.token_bounds()
+    per_byte = distances.byte_bounds().astype(np.int64)
+    spelled = [vocab.grammar_bytes(t) for t in range(vocab.size)]  # what the trie holds: special tokens' edges
+    sums = [per_byte[np.frombuffer(b, np.uint8)].sum() if b else -INF for b in spelled]
+    np.testing.assert_array_equal(bounds, np.clip(sums, -INF, INF))  # a token's bound: its bytes' sum
+    checked = bounds > -INF
+    expected = np.argsort(-bounds.astype(np.int64), kind="stable")[: np.count_nonzero(checked)]
+    np.testing.assert_array_equal(distances.token_order(), expected)
+    if schema is LOOSE:
+        assert bounds[checked].max() - bounds[checked].min() >= 1 << 16

@@ -21,6 +21,7 @@ cdef class Distances:
     cdef int32_t* order       # tokens by growth bound, largest first
     cdef int32_t* bound       # their bounds
     cdef int32_t* tok_bound   # per token id, its bound (-DINF: no bytes)
+    cdef object kb            # per byte, its bound (a token's is the sum over its bytes)
     cdef int32_t n_order
     cdef int32_t n_tokens
     cdef readonly double build_seconds

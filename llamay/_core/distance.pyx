@@ -35,7 +35,7 @@ tokens (``matcher``: by one walk of the trie).
 
 from libc.stdint cimport int32_t, int64_t, uint8_t
 from libc.stdlib cimport calloc, free, malloc
-from libc.string cimport memcpy, memset
+from libc.string cimport memset
 
 import time
 
@@ -114,6 +114,7 @@ cdef class Distances:
         if _byte_bounds(t, n_rules, self.dl, self.per_iter, <int32_t*> cnp.PyArray_DATA(kb)) < 0:
             raise MemoryError("distance bounds")
         _token_bounds(self, tr, trie.size, kb)
+        self.kb = kb
         self.build_seconds = time.perf_counter() - started
 
     def state_distances(self):
@@ -123,42 +124,114 @@ cdef class Distances:
     def token_bounds(self):
         """Per token, the bound on the rise of the distance a step by it can cause (-``DINF``: a token
         with no bytes, never checked); for tests and benchmarks."""
-        out = np.full(self.n_tokens, NONE, np.int32)
-        for p in range(self.n_order):
-            out[self.order[p]] = self.bound[p]
-        return out
+        return np.array(<int32_t[:max(self.n_tokens, 1)]> self.tok_bound)[: self.n_tokens].copy()
+
+    def byte_bounds(self):
+        """Per byte, the most by which the configurations reached after it can exceed the distance of
+        the configuration that read it; for tests."""
+        return self.kb.copy()
+
+    def token_order(self):
+        """The tokens the checks consider, by bound, largest first, ties by token id; for tests."""
+        return np.array(<int32_t[:max(self.n_order, 1)]> self.order)[: self.n_order].copy()
 
 
 INF = DINF
 
 
 cdef _token_bounds(Distances self, const TrieTables* tr, int32_t size, cnp.ndarray kb):
-    """Each token's bound (the sum of its bytes'), and the tokens sorted by it, largest first."""
-    cdef cnp.ndarray bounds = np.full(size, NONE, np.int32), order
-    cdef int32_t* b = <int32_t*> cnp.PyArray_DATA(bounds)
+    """Each token's bound (the sum of its bytes'), and the tokens sorted by it, largest first.
+
+    The sums are taken along the trie, in its pre-order: a node's is its parent's plus its byte's,
+    so a prefix that many tokens share is summed once.
+    """
+    cdef int32_t tok, p, j, d
     cdef const int32_t* k = <const int32_t*> cnp.PyArray_DATA(kb)
-    cdef int32_t tok, p, lo, hi
-    cdef int64_t s
+    cdef int32_t* b = <int32_t*> malloc(max(size, 1) * sizeof(int32_t))
+    cdef int64_t* along = <int64_t*> malloc((tr.max_depth + 1) * sizeof(int64_t))  # per depth, the path's sum
+    if b == NULL or along == NULL:
+        free(b)
+        free(along)
+        raise MemoryError("distance bounds")
+    self.tok_bound = b
     self.n_tokens = size
-    for tok in range(min(size, tr.n_tokens)):
-        lo, hi = tr.bytes_off[tok], tr.bytes_off[tok + 1]
-        if hi == lo:
-            continue  # no bytes: end of text, which never raises the distance
-        s = 0
-        for p in range(lo, hi):
-            s += k[tr.tok_bytes[p]]
-        b[tok] = sat(s)
-    order = np.argsort(-bounds.astype(np.int64), kind="stable").astype(np.int32)
-    self.n_order = int(np.count_nonzero(bounds > NONE))
+    for tok in range(size):
+        b[tok] = NONE  # no bytes (end of text, or past the trie's tokens): never raises the distance
+    along[0] = 0
+    for j in range(tr.n_nodes):
+        d = tr.node_depth[j]
+        along[d] = along[d - 1] + k[tr.node_byte[j]]
+        for p in range(tr.node_tok[j], tr.node_tok[j + 1]):
+            if tr.tok_ids[p] < size:
+                b[tr.tok_ids[p]] = sat(along[d])
+    free(along)
+    self.n_order = 0
+    for tok in range(size):
+        self.n_order += b[tok] > NONE
     self.order = <int32_t*> malloc(max(self.n_order, 1) * sizeof(int32_t))
     self.bound = <int32_t*> malloc(max(self.n_order, 1) * sizeof(int32_t))
-    self.tok_bound = <int32_t*> malloc(max(size, 1) * sizeof(int32_t))
-    if self.order == NULL or self.bound == NULL or self.tok_bound == NULL:
+    if self.order == NULL or self.bound == NULL or _by_bound(b, size, self.n_order, self.order) < 0:
         raise MemoryError("distance bounds")
-    memcpy(self.tok_bound, b, size * sizeof(int32_t))
     for p in range(self.n_order):
-        self.order[p] = (<int32_t*> cnp.PyArray_DATA(order))[p]
         self.bound[p] = b[self.order[p]]
+
+
+cdef int _by_bound(const int32_t* b, int32_t size, int32_t n, int32_t* order) noexcept nogil:
+    """The ``n`` tokens whose bound is above ``NONE`` into ``order``, largest bound first, ties by
+    token id; -1 when out of memory.
+
+    A radix sort of ``top - bound``, 16 bits a pass, each pass stable: a vocabulary of 128k
+    tokens spans a few hundred bounds (one pass), and numpy's stable sort (a merge sort) was half
+    of the distances' build. Loose bounds may span more (bounds lie in (-DINF, DINF]: two passes).
+    """
+    cdef int32_t tok, i, key, top = NONE, low = DINF
+    cdef bint wide
+    cdef int32_t* tmp = NULL
+    cdef int32_t* dst
+    cdef int32_t* count = <int32_t*> calloc(65536, sizeof(int32_t))
+    if count == NULL:
+        return -1
+    for tok in range(size):
+        if b[tok] > NONE:
+            top = max(top, b[tok])
+            low = min(low, b[tok])
+    wide = top - low > 0xFFFF
+    if wide:
+        tmp = <int32_t*> malloc(max(n, 1) * sizeof(int32_t))
+        if tmp == NULL:
+            free(count)
+            return -1
+    # the low 16 bits, from the token ids in order: into order, or into tmp when a second pass follows
+    for tok in range(size):
+        if b[tok] > NONE:
+            count[(top - b[tok]) & 0xFFFF] += 1
+    _starts(count)
+    dst = tmp if wide else order
+    for tok in range(size):
+        if b[tok] > NONE:
+            key = (top - b[tok]) & 0xFFFF
+            dst[count[key]] = tok
+            count[key] += 1
+    if wide:  # the high bits, from tmp into order
+        memset(count, 0, 65536 * sizeof(int32_t))
+        for i in range(n):
+            count[(top - b[tmp[i]]) >> 16] += 1
+        _starts(count)
+        for i in range(n):
+            key = (top - b[tmp[i]]) >> 16
+            order[count[key]] = tmp[i]
+            count[key] += 1
+    free(tmp)
+    free(count)
+    return 0
+
+
+cdef inline void _starts(int32_t* count) noexcept nogil:
+    """Counts per key into each key's first place (an exclusive prefix sum over 65536 keys)."""
+    cdef int32_t key, total = 0
+    for key in range(65536):
+        total += count[key]
+        count[key] = total - count[key]
 
 
 cdef int _distances(const Tables* t, const TrieTables* tr, int32_t n_rules, int32_t* dl, int32_t* per_iter) noexcept:
