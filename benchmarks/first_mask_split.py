@@ -7,9 +7,10 @@ that the first mask needs at least (those entered before the first byte, from th
 the first mask's walk also reads as far as a token holds, and may enter more) and the largest
 of the others, which a lowering built per frame on first entry would build during some later
 mask instead. Their times are estimated by the lowering's share of states, so they are rough
-(bisimulation and packing are not linear in the states).
+(bisimulation and packing are not linear in the states). And the completion distances that a
+served request's first mask builds (the engine always passes the tokens left), on ``--vocab``.
 
-    python3 -m benchmarks.first_mask_split --seed 0 [--limit 100] [--top 12]
+    python3 -m benchmarks.first_mask_split --seed 0 [--limit 100] [--top 12] [--vocab llama3]
 """
 
 from __future__ import annotations
@@ -22,12 +23,14 @@ import numpy as np
 
 from llamay import SchemaError
 from llamay._core.automaton import CALL
+from llamay._core.distance import Distances
 from llamay.grammars.gc_pause import gc_paused
 from llamay.grammars.jsonschema.compiler import compile_json_schema, schema_expr
 from llamay.ir import Grammar
 from llamay.options import CompileOptions
 
 from .peers._data import MASKBENCH, all_subsets, select_schemas
+from .peers._vocab import KINDS, llamay_vocab
 from .workloads import OPEN
 
 
@@ -55,9 +58,9 @@ def entry_frames(grammar) -> tuple[set[int], np.ndarray]:
     return entered, np.bincount(t["state_rule"], minlength=len(grammar.rule_names))
 
 
-def measure(schema, runs: int) -> dict | None:
+def measure(schema, runs: int, trie) -> dict | None:
     options = CompileOptions(**OPEN)
-    ir, whole = [], []
+    ir, whole, distances = [], [], []
     for _ in range(runs):
         try:
             start = time.perf_counter()
@@ -69,6 +72,7 @@ def measure(schema, runs: int) -> dict | None:
             whole.append(time.perf_counter() - start)
         except SchemaError:
             return None
+        distances.append(Distances(grammar, trie).build_seconds)
     entered, per_rule = entry_frames(grammar)
     deferred = [n for r, n in enumerate(per_rule) if r not in entered]
     ir_ms, whole_ms = statistics.median(ir) * 1e3, statistics.median(whole) * 1e3
@@ -77,6 +81,7 @@ def measure(schema, runs: int) -> dict | None:
         "ir": ir_ms,
         "lower": lower_ms,
         "whole": whole_ms,
+        "distances": statistics.median(distances) * 1e3,
         "states": grammar.n_states,
         "entry_states": int(sum(per_rule[r] for r in entered)),
         "largest_deferred": max(deferred, default=0),
@@ -97,21 +102,25 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=100, help="schemas in all, stratified over every subset")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--top", type=int, default=12, help="slowest schemas listed one by one")
+    ap.add_argument("--vocab", choices=KINDS, default="llama3", help="the vocabulary of the distances")
     args = ap.parse_args()
+    trie = llamay_vocab(args.vocab).trie
     compile_json_schema({"type": "object", "properties": {"a": {"type": "string"}}}, **OPEN)  # warm
     rows = {}
     for record in select_schemas(all_subsets(MASKBENCH), args.limit, args.seed):
-        row = measure(record["schema"], args.runs)
+        row = measure(record["schema"], args.runs, trie)
         if row is not None:
             rows[record["id"]] = row
     print(f"seed {args.seed}: {len(rows)} schemas compiled of {args.limit}; milliseconds over them:")
     for key, label in (("whole", "compile (eager)"), ("ir", "schema to IR"), ("lower", "lowering"),
+                       ("distances", f"distances ({args.vocab}), served requests"),
                        ("lazy_first", "lazy lowering, first mask (est.)"),
                        ("worst_build", "lazy lowering, largest later build (est.)")):  # fmt: skip
         print(f"  {label:42s} {summary([r[key] for r in rows.values()])}")
     print(f"slowest {args.top}: states (entry frames' / largest other frame's)")
     for name, r in sorted(rows.items(), key=lambda item: -item[1]["whole"])[: args.top]:
         print(f"  {name[-40:]:40s} whole {r['whole']:6.1f} ir {r['ir']:6.1f} lower {r['lower']:6.1f}  "
+              f"distances {r['distances']:5.1f}  "
               f"states {r['states']:6d} ({r['entry_states']:5d} / {r['largest_deferred']:5d})  "
               f"lazy first {r['lazy_first']:6.1f} later build {r['worst_build']:5.1f}")  # fmt: skip
 
