@@ -145,7 +145,7 @@ cdef _token_bounds(Distances self, const TrieTables* tr, int32_t size, cnp.ndarr
     The sums are taken along the trie, in its pre-order: a node's is its parent's plus its byte's,
     so a prefix that many tokens share is summed once.
     """
-    cdef int32_t tok, p, j, d
+    cdef int32_t tok, p, j, d, top = NONE, low = DINF
     cdef const int32_t* k = <const int32_t*> cnp.PyArray_DATA(kb)
     cdef int32_t* b = <int32_t*> malloc(max(size, 1) * sizeof(int32_t))
     cdef int64_t* along = <int64_t*> malloc((tr.max_depth + 1) * sizeof(int64_t))  # per depth, the path's sum
@@ -167,34 +167,34 @@ cdef _token_bounds(Distances self, const TrieTables* tr, int32_t size, cnp.ndarr
     free(along)
     self.n_order = 0
     for tok in range(size):
-        self.n_order += b[tok] > NONE
+        if b[tok] > NONE:
+            self.n_order += 1
+            top = max(top, b[tok])
+            low = min(low, b[tok])
     self.order = <int32_t*> malloc(max(self.n_order, 1) * sizeof(int32_t))
     self.bound = <int32_t*> malloc(max(self.n_order, 1) * sizeof(int32_t))
-    if self.order == NULL or self.bound == NULL or _by_bound(b, size, self.n_order, self.order) < 0:
+    if self.order == NULL or self.bound == NULL or _by_bound(b, size, self.n_order, top, low, self.order) < 0:
         raise MemoryError("distance bounds")
     for p in range(self.n_order):
         self.bound[p] = b[self.order[p]]
 
 
-cdef int _by_bound(const int32_t* b, int32_t size, int32_t n, int32_t* order) noexcept nogil:
-    """The ``n`` tokens whose bound is above ``NONE`` into ``order``, largest bound first, ties by
-    token id; -1 when out of memory.
+cdef int _by_bound(const int32_t* b, int32_t size, int32_t n, int32_t top, int32_t low,
+                   int32_t* order) noexcept nogil:
+    """The ``n`` tokens whose bound is above ``NONE`` (from ``low`` to ``top``) into ``order``,
+    largest bound first, ties by token id; -1 when out of memory.
 
     A radix sort of ``top - bound``, 16 bits a pass, each pass stable: a vocabulary of 128k
     tokens spans a few hundred bounds (one pass), and numpy's stable sort (a merge sort) was half
     of the distances' build. Loose bounds may span more (bounds lie in (-DINF, DINF]: two passes).
     """
-    cdef int32_t tok, i, key, top = NONE, low = DINF
+    cdef int32_t tok, i, key
     cdef bint wide
     cdef int32_t* tmp = NULL
     cdef int32_t* dst
     cdef int32_t* count = <int32_t*> calloc(65536, sizeof(int32_t))
     if count == NULL:
         return -1
-    for tok in range(size):
-        if b[tok] > NONE:
-            top = max(top, b[tok])
-            low = min(low, b[tok])
     wide = top - low > 0xFFFF
     if wide:
         tmp = <int32_t*> malloc(max(n, 1) * sizeof(int32_t))
