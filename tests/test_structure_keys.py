@@ -34,6 +34,10 @@ CASES = [
     (Decimal("1.5"), "1.5", False),  # not JSON: its type counts too
     (Decimal("1.5"), Decimal("1.50"), False),
     (float("nan"), float("nan"), True),
+    ({"a": "x"}, {"a": "x"}, True),  # string members stand for themselves in their container's key
+    ({"a": "0"}, {"a": 0}, False),
+    ({"a": "s"}, {"a": {}}, False),
+    (["x", "y"], ["x", ["y"]], False),
 ]
 
 

@@ -3,3 +3,5 @@
 
 cdef class StructureKeys:
     cdef dict _ids, _seen
+    cpdef object part(self, object item)
+    cpdef object key(self, object value)

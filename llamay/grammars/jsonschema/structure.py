@@ -27,9 +27,9 @@ class StructureKeys:
         if seen is not None:
             return seen[1]
         if isinstance(value, dict):
-            parts: tuple = ("{", *[part for name, item in value.items() for part in (name, self.key(item))])
+            parts: tuple = ("{", *[part for name, item in value.items() for part in (name, self.part(item))])
         elif isinstance(value, (list, tuple)):
-            parts = ("[", *[self.key(item) for item in value])
+            parts = ("[", *[self.part(item) for item in value])
         elif isinstance(value, str):
             parts = ("s", value)
         elif value is None or isinstance(value, bool):  # before int: True is an int
@@ -43,3 +43,11 @@ class StructureKeys:
         key = self._ids.setdefault(parts, len(self._ids))
         self._seen[id(value)] = (value, key)
         return key
+
+    def part(self, item):
+        """A member's place in its container's key: a string stands for itself, anything else by its key.
+
+        Most members are strings (types, names, descriptions); each keyed on its own cost a
+        tuple, a table entry and a memo entry. Unambiguous: every other part is an int.
+        """
+        return item if type(item) is str else self.key(item)
