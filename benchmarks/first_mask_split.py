@@ -8,7 +8,8 @@ the first mask's walk also reads as far as a token holds, and may enter more) an
 of the others, which a lowering built per frame on first entry would build during some later
 mask instead. Their times are estimated by the lowering's share of states, so they are rough
 (bisimulation and packing are not linear in the states). And the completion distances that a
-served request's first mask builds (the engine always passes the tokens left), on ``--vocab``.
+served request's first mask builds (the engine always passes the tokens left), on ``--vocab``,
+and apart the tokens' order, which waits for a check near the budget.
 
     python3 -m benchmarks.first_mask_split --seed 0 [--limit 100] [--top 12] [--vocab llama3]
 """
@@ -60,7 +61,7 @@ def entry_frames(grammar) -> tuple[set[int], np.ndarray]:
 
 def measure(schema, runs: int, trie) -> dict | None:
     options = CompileOptions(**OPEN)
-    ir, whole, distances = [], [], []
+    ir, whole, distances, orders = [], [], [], []
     for _ in range(runs):
         try:
             start = time.perf_counter()
@@ -72,7 +73,10 @@ def measure(schema, runs: int, trie) -> dict | None:
             whole.append(time.perf_counter() - start)
         except SchemaError:
             return None
-        distances.append(Distances(grammar, trie).build_seconds)
+        built = Distances(grammar, trie)
+        distances.append(built.build_seconds)
+        built.token_order()
+        orders.append(built.build_seconds - distances[-1])
     entered, per_rule = entry_frames(grammar)
     deferred = [n for r, n in enumerate(per_rule) if r not in entered]
     ir_ms, whole_ms = statistics.median(ir) * 1e3, statistics.median(whole) * 1e3
@@ -82,6 +86,7 @@ def measure(schema, runs: int, trie) -> dict | None:
         "lower": lower_ms,
         "whole": whole_ms,
         "distances": statistics.median(distances) * 1e3,
+        "order": statistics.median(orders) * 1e3,
         "states": grammar.n_states,
         "entry_states": int(sum(per_rule[r] for r in entered)),
         "largest_deferred": max(deferred, default=0),
@@ -114,6 +119,7 @@ def main() -> None:
     print(f"seed {args.seed}: {len(rows)} schemas compiled of {args.limit}; milliseconds over them:")
     for key, label in (("whole", "compile (eager)"), ("ir", "schema to IR"), ("lower", "lowering"),
                        ("distances", f"distances ({args.vocab}), served requests"),
+                       ("order", "tokens' order, a check near the budget"),
                        ("lazy_first", "lazy lowering, first mask (est.)"),
                        ("worst_build", "lazy lowering, largest later build (est.)")):  # fmt: skip
         print(f"  {label:42s} {summary([r[key] for r in rows.values()])}")

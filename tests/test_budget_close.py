@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 import llamay
 from llamay._core.bitmask import allocate_bitmask
 from llamay._core.distance import INF, Distances
+from llamay._core.maskcache import cache_for
 from llamay._core.matcher import Matcher
 from tests.conftest import corpus
 from tests.irgen import grammars
@@ -246,3 +247,24 @@ def test_token_bounds_are_their_bytes_sums_checked_largest_first_ties_by_id(requ
     np.testing.assert_array_equal(distances.token_order(), expected)
     if schema is LOOSE:
         assert bounds[checked].max() - bounds[checked].min() >= 1 << 16
+
+
+@pytest.mark.parametrize("vocab_name", VOCABS)
+@pytest.mark.parametrize("schema", [
+    {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]},
+    LOOSE,
+])
+def test_tokens_are_ordered_only_once_a_check_comes_within_the_largest_bound(request, vocab_name, schema):
+    """A mask far from its budget reads no token's bound: the pass over the vocabulary waits for one near it."""
+    vocab = request.getfixturevalue(vocab_name)
+    grammar = llamay.compile_json_schema(schema)
+    mask = allocate_bitmask(vocab.size)
+    far = Matcher(grammar, vocab)
+    far.fill_next_token_bitmask(mask, tokens_left=INF - 1)
+    distances = cache_for(grammar, vocab).distances
+    loose = distances.upper
+    assert not distances.ordered and loose >= 0
+    near = Matcher(grammar, vocab)
+    near.fill_next_token_bitmask(mask, tokens_left=near.completion_distance())  # no slack at all
+    assert cache_for(grammar, vocab).distances is distances and distances.ordered
+    assert loose >= int(distances.token_bounds().max()) == distances.upper

@@ -4,6 +4,7 @@
 from libc.stdint cimport int32_t, int64_t
 
 from .automaton cimport ACCEPT, Config, Frame, Tables
+from .trie cimport TokenTrie
 
 cdef enum:
     DINF = 1 << 28   # no completion this vocabulary can spell (saturating: sums stay at it)
@@ -22,9 +23,15 @@ cdef class Distances:
     cdef int32_t* bound       # their bounds
     cdef int32_t* tok_bound   # per token id, its bound (-DINF: no bytes)
     cdef object kb            # per byte, its bound (a token's is the sum over its bytes)
-    cdef int32_t n_order
+    cdef TokenTrie trie       # the vocabulary the tokens' bounds are summed over (``order_tokens``)
+    cdef int32_t n_order      # 0 until ``order_tokens``: then ``order``, ``bound`` and ``tok_bound`` hold
     cdef int32_t n_tokens
+    cdef readonly bint ordered  # whether the tokens are in order (``order_tokens``)
+    cdef readonly int32_t upper  # no token's bound exceeds it (the longest token times the largest
+                                 # byte bound; once ordered, the largest bound)
     cdef readonly double build_seconds
+
+    cdef int order_tokens(self) except -1
 
     cdef inline int32_t config_cost(self, const Tables* t, const Frame* frames, Config c) noexcept nogil:
         return config_cost(self.dl, self.per_iter, t, frames, c)

@@ -104,6 +104,7 @@ cdef class Distances:
         cdef int32_t n = t.n_states, n_rules = len(grammar.rule_names)
         started = time.perf_counter()
         self.n_states = n
+        self.trie = trie
         self.dl = <int32_t*> malloc(max(n, 1) * sizeof(int32_t))
         self.per_iter = <int32_t*> calloc(max(n_rules, 1), sizeof(int32_t))
         if self.dl == NULL or self.per_iter == NULL:
@@ -113,9 +114,32 @@ cdef class Distances:
         kb = np.empty(256, np.int32)
         if _byte_bounds(t, n_rules, self.dl, self.per_iter, <int32_t*> cnp.PyArray_DATA(kb)) < 0:
             raise MemoryError("distance bounds")
-        _token_bounds(self, tr, trie.size, kb)
         self.kb = kb
+        self.upper = sat(<int64_t> max(0, int(kb.max())) * tr.max_depth)
         self.build_seconds = time.perf_counter() - started
+
+    cdef int order_tokens(self) except -1:
+        """Sum and sort the tokens' bounds, once: only a check whose slack is under ``upper`` needs them.
+
+        A generation far from its budget never does, and for a small grammar this pass over the
+        whole vocabulary is most of the build. (Narrowing ``upper`` to the largest bound first
+        costs a pass as long as the sums themselves.) It runs holding the GIL, and ``n_order`` is
+        set last: a matcher reads it, then the arrays, with the GIL held.
+        """
+        if not self.ordered:
+            started = time.perf_counter()
+            try:
+                _token_bounds(self, &self.trie.tr, self.trie.size, self.kb)
+            except MemoryError:  # nothing half built is kept: the next check tries again
+                free(self.tok_bound)
+                free(self.order)
+                free(self.bound)
+                self.tok_bound = self.order = self.bound = NULL
+                raise
+            self.ordered = True
+            self.upper = self.bound[0] if self.n_order else NONE
+            self.build_seconds += time.perf_counter() - started
+        return 0
 
     def state_distances(self):
         """Per state, the fewest tokens to the end of its frame (``DINF``: none the vocabulary spells); for tests."""
@@ -124,6 +148,7 @@ cdef class Distances:
     def token_bounds(self):
         """Per token, the bound on the rise of the distance a step by it can cause (-``DINF``: a token
         with no bytes, never checked); for tests and benchmarks."""
+        self.order_tokens()
         return np.array(<int32_t[:max(self.n_tokens, 1)]> self.tok_bound)[: self.n_tokens].copy()
 
     def byte_bounds(self):
@@ -133,50 +158,61 @@ cdef class Distances:
 
     def token_order(self):
         """The tokens the checks consider, by bound, largest first, ties by token id; for tests."""
+        self.order_tokens()
         return np.array(<int32_t[:max(self.n_order, 1)]> self.order)[: self.n_order].copy()
 
 
 INF = DINF
 
 
-cdef _token_bounds(Distances self, const TrieTables* tr, int32_t size, cnp.ndarray kb):
-    """Each token's bound (the sum of its bytes'), and the tokens sorted by it, largest first.
+cdef int _sums(const TrieTables* tr, int32_t size, const int32_t* k, int32_t* b, int32_t* top) noexcept nogil:
+    """Each token's bound (the sum of its bytes') into ``b``, and the largest into ``top`` (``NONE``
+    where no token has bytes); -1 when out of memory.
 
     The sums are taken along the trie, in its pre-order: a node's is its parent's plus its byte's,
     so a prefix that many tokens share is summed once.
     """
-    cdef int32_t tok, p, j, d, top = NONE, low = DINF
-    cdef const int32_t* k = <const int32_t*> cnp.PyArray_DATA(kb)
-    cdef int32_t* b = <int32_t*> malloc(max(size, 1) * sizeof(int32_t))
+    cdef int32_t j, d, p, v
     cdef int64_t* along = <int64_t*> malloc((tr.max_depth + 1) * sizeof(int64_t))  # per depth, the path's sum
-    if b == NULL or along == NULL:
-        free(b)
-        free(along)
-        raise MemoryError("distance bounds")
-    self.tok_bound = b
-    self.n_tokens = size
-    for tok in range(size):
-        b[tok] = NONE  # no bytes (end of text, or past the trie's tokens): never raises the distance
+    if along == NULL:
+        return -1
+    top[0] = NONE
     along[0] = 0
     for j in range(tr.n_nodes):
         d = tr.node_depth[j]
         along[d] = along[d - 1] + k[tr.node_byte[j]]
         for p in range(tr.node_tok[j], tr.node_tok[j + 1]):
             if tr.tok_ids[p] < size:
-                b[tr.tok_ids[p]] = sat(along[d])
+                v = sat(along[d])
+                top[0] = max(top[0], v)
+                b[tr.tok_ids[p]] = v
     free(along)
-    self.n_order = 0
+    return 0
+
+
+cdef _token_bounds(Distances self, const TrieTables* tr, int32_t size, cnp.ndarray kb):
+    """Each token's bound (``_sums``), and the tokens sorted by it, largest first."""
+    cdef int32_t tok, p, n = 0, top, low = DINF
+    cdef int32_t* b = <int32_t*> malloc(max(size, 1) * sizeof(int32_t))
+    if b == NULL:
+        raise MemoryError("distance bounds")
+    self.tok_bound = b
+    self.n_tokens = size
+    for tok in range(size):
+        b[tok] = NONE  # no bytes (end of text, or past the trie's tokens): never raises the distance
+    if _sums(tr, size, <const int32_t*> cnp.PyArray_DATA(kb), b, &top) < 0:
+        raise MemoryError("distance bounds")
     for tok in range(size):
         if b[tok] > NONE:
-            self.n_order += 1
-            top = max(top, b[tok])
+            n += 1
             low = min(low, b[tok])
-    self.order = <int32_t*> malloc(max(self.n_order, 1) * sizeof(int32_t))
-    self.bound = <int32_t*> malloc(max(self.n_order, 1) * sizeof(int32_t))
-    if self.order == NULL or self.bound == NULL or _by_bound(b, size, self.n_order, top, low, self.order) < 0:
+    self.order = <int32_t*> malloc(max(n, 1) * sizeof(int32_t))
+    self.bound = <int32_t*> malloc(max(n, 1) * sizeof(int32_t))
+    if self.order == NULL or self.bound == NULL or _by_bound(b, size, n, top, low, self.order) < 0:
         raise MemoryError("distance bounds")
-    for p in range(self.n_order):
+    for p in range(n):
         self.bound[p] = b[self.order[p]]
+    self.n_order = n  # last: the arrays are whole
 
 
 cdef int _by_bound(const int32_t* b, int32_t size, int32_t n, int32_t top, int32_t low,

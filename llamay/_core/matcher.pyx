@@ -533,7 +533,10 @@ cdef class Matcher:
         cdef int flags = 0
         cdef bint removed = False
         cdef Within within
-        cdef int32_t done = DINF, done_worst = 0, stepped = 0, first = 0, last
+        cdef int32_t done = DINF, done_worst = 0, stepped = 0, first = 0, last, n_order, n_tokens
+        cdef const int32_t* order
+        cdef const int32_t* bound
+        cdef const int32_t* tok_bound
         cdef uint32_t bits
         cdef bint oom = False
         if memo is not None and memo.checked and memo.dmax <= tokens_left and memo.done_worst < tokens_left and (
@@ -562,6 +565,10 @@ cdef class Matcher:
                 done = DINF  # no help: check as if for the first time
             elif done == -DINF or done <= thr:
                 return False  # no token this set allows leads further than the tokens left
+        if thr < dist.upper:  # some token's bound may exceed the slack: the tokens must be in order
+            dist.order_tokens()
+        # read with the GIL held, as ``order_tokens`` writes them: 0 tokens in order until it ran
+        n_order, order, bound, tok_bound, n_tokens = dist.n_order, dist.order, dist.bound, dist.tok_bound, dist.n_tokens
         if live < n:  # the live configurations, copied past the set
             src = base0
             for i in range(off, off + n):
@@ -585,12 +592,12 @@ cdef class Matcher:
             with nogil:
                 # the allowed tokens whose bound is in (thr, done]: those above ``done`` were stepped before,
                 # and fine; the bounds are sorted, largest first
-                first = _first_at_most(dist.bound, 0, dist.n_order, done)
-                last = _first_at_most(dist.bound, first, dist.n_order, thr)
+                first = _first_at_most(bound, 0, n_order, done)
+                last = _first_at_most(bound, first, n_order, thr)
                 self.cd.len = 0
                 if last - first <= 4 * self.n_words:  # the range, if shorter than the mask's words
                     for k in range(first, last):
-                        tok = dist.order[k]
+                        tok = order[k]
                         if (out[tok >> 5] >> (tok & 31)) & 1:
                             if intvec_push_range(&self.cd, &tok, 1) < 0:
                                 oom = True
@@ -602,7 +609,7 @@ cdef class Matcher:
                         while bits and not oom:
                             tok = (i << 5) + __builtin_ctz(bits)
                             bits &= bits - 1
-                            if tok < dist.n_tokens and thr < dist.tok_bound[tok] <= done:
+                            if tok < n_tokens and thr < tok_bound[tok] <= done:
                                 oom = intvec_push_range(&self.cd, &tok, 1) < 0
                         if self.cd.len >= WALK_CANDIDATES or oom:
                             break
