@@ -1,8 +1,9 @@
 """Where a schema's time to first mask goes, over the peer harness's sample, and what lazy lowering would move.
 
 Per schema (the harness's settings: open objects, unbounded whitespace, uncapped numbers; the
-median of ``--runs`` compiles in one warm process): the schema-to-IR pass, the whole compile, and
-their difference, the lowering. From the automaton, per frame rule: the states of the frames
+median of ``--runs`` compiles in one warm process, each after ``workloads.forget_schemas``, so
+that a repeat does not find its numeric ranges and patterns built): the schema-to-IR pass, the
+whole compile, and their difference, the lowering. From the automaton, per frame rule: the states of the frames
 that the first mask needs at least (those entered before the first byte, from the root's start;
 the first mask's walk also reads as far as a token holds, and may enter more) and the largest
 of the others, which a lowering built per frame on first entry would build during some later
@@ -32,7 +33,7 @@ from llamay.options import CompileOptions
 
 from .peers._data import MASKBENCH, all_subsets, select_schemas
 from .peers._vocab import KINDS, llamay_vocab
-from .workloads import OPEN
+from .workloads import OPEN, forget_schemas
 
 
 def entry_frames(grammar) -> tuple[set[int], np.ndarray]:
@@ -64,10 +65,12 @@ def measure(schema, runs: int, trie) -> dict | None:
     ir, whole, distances, orders = [], [], [], []
     for _ in range(runs):
         try:
+            forget_schemas()
             start = time.perf_counter()
             with gc_paused():  # as compile_json_schema runs it
                 schema_expr(Grammar(), schema, "", [], options)
             ir.append(time.perf_counter() - start)
+            forget_schemas()
             start = time.perf_counter()
             grammar = compile_json_schema(schema, **OPEN)
             whole.append(time.perf_counter() - start)

@@ -15,6 +15,23 @@ from tests.conftest import _package_file
 #: The peer harness's settings: open objects, unbounded whitespace, uncapped numbers.
 OPEN = {"closed_objects": False, "whitespace_budget": None, "number_digits": None}
 
+#: The compilers whose memos are keyed by a schema's own parts: numeric ranges, patterns, property
+#: names, string lengths, character classes.
+SCHEMA_MEMOS = ("llamay.grammars.json_lexical", "llamay.grammars.jsonschema.numeric",
+                "llamay.grammars.jsonschema.regex", "llamay.grammars.jsonschema.compiler")
+
+
+def forget_schemas() -> None:
+    """Clear the memos a compile leaves for a later one with the same parts, so that compiling a
+    schema again times what a new schema pays, not a repeat (the peer harness compiles each
+    schema once per process). What every process builds once stays: the prebuilt formats'
+    table, lowering's templates of the permanent rules."""
+    for name in SCHEMA_MEMOS:
+        for value in vars(importlib.import_module(name)).values():
+            if callable(getattr(value, "cache_clear", None)):
+                value.cache_clear()
+
+
 TOOL_SCHEMA = {
     "type": "object",
     "properties": {
