@@ -29,7 +29,7 @@ cdef class Distances:
     cdef readonly bint ordered  # whether the tokens are in order (``order_tokens``)
     cdef readonly int32_t upper  # no token's bound exceeds it (the longest token times the largest
                                  # byte bound; once ordered, the largest bound)
-    cdef readonly double build_seconds
+    cdef readonly double build_seconds  # the build's, and the order's added once ordered
 
     cdef int order_tokens(self) except -1
 

@@ -157,7 +157,8 @@ cdef class Distances:
         return self.kb.copy()
 
     def token_order(self):
-        """The tokens the checks consider, by bound, largest first, ties by token id; for tests."""
+        """The tokens the checks consider, by bound, largest first, ties by token id (ordering them
+        if no check has); for tests and benchmarks."""
         self.order_tokens()
         return np.array(<int32_t[:max(self.n_order, 1)]> self.order)[: self.n_order].copy()
 
