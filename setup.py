@@ -19,7 +19,10 @@ MODULES = [
 # The ``.py`` stays the source; ``llamay._build`` refuses a checkout whose build is older.
 COMPILED_PYTHON = ["ir", "grammars.utf8", "grammars.json_lexical", "grammars.gbnf"] + [
     f"grammars.jsonschema.{name}"
-    for name in ("compiler", "combinators", "keywords", "refs", "numeric", "regex", "formats", "structure")
+    for name in (
+        "compiler", "combinators", "keywords", "refs", "numeric", "digit_ladders", "nesting", "regex", "formats",
+        "structure",
+    )
 ]
 
 directives = {

@@ -10,7 +10,7 @@ by their edges and by the size of the automaton, and on a real vocabulary throug
 from __future__ import annotations
 
 import re
-from decimal import Decimal
+from decimal import Decimal, localcontext
 from fractions import Fraction
 
 import numpy as np
@@ -115,6 +115,8 @@ NUMBER_RANGES = {
     "negative-fractional-bounds": ("-3.125", False, "-0.5", False, None),
     "exclusive-upper-zero": (None, False, "0", True, None),
     "bounds-with-equal-integer-parts": ("7.25", True, "7.5", False, None),
+    "upper-fraction-after-zeros": ("0", False, "0.0005", False, None),
+    "exclusive-lower-fraction-after-zeros": ("0.001", True, "3", False, None),
     "cents-with-bounds": ("0", False, "10", False, "0.01"),
     "quarters-crossing-zero": ("-2", True, "2", False, "0.25"),
     "multiples-of-1.5-above-a-bound": ("-3", False, None, False, "1.5"),
@@ -218,17 +220,27 @@ def test_number_range_matches_python_on_random_bounds(data):
 
 def raised_caps(integer: int, fraction: int | None, bounds, step) -> tuple[int, int | None]:
     """The caps promised: one digit more than a bound spells on each side of the point, the step's fraction."""
-    parts = [format(abs(b).normalize(), "f").partition(".") for b in bounds if b is not None]
+    parts = [format(b.copy_abs(), "f").partition(".") for b in bounds if b is not None]  # abs() would round
     integer = max([integer] + [len(whole) + 1 for whole, _, _ in parts])
     if fraction is not None:
         scale = 0 if step is None else max(0, -step.normalize().as_tuple().exponent)
-        fraction = max([fraction, scale] + [len(tail) + 1 for _, _, tail in parts])
+        fraction = max([fraction, scale] + [len(tail.rstrip("0")) + 1 for _, _, tail in parts])
     return integer, fraction
 
 
 def within(text: str, caps: tuple[int, int | None]) -> bool:
     whole, _, tail = text.lstrip("-").partition(".")
     return len(whole) <= caps[0] and (caps[1] is None or len(tail) <= caps[1])
+
+
+def assert_admits_exactly(g: ir.Grammar, expr, expected: dict[str, bool]) -> None:
+    """The range admits exactly the texts ``expected`` marks; it is ``None`` only where none is marked."""
+    if expr is None:
+        assert not any(expected.values())
+        return
+    g.define("root", expr)
+    check = Checker(g.compile("root"))
+    assert not [t for t, admitted in expected.items() if check.admits(t) != admitted]
 
 
 @settings(max_examples=60, deadline=None)
@@ -245,12 +257,7 @@ def test_capped_integer_range_matches_python_within_the_raised_cap(data):
     powers = [s * (10**k + d) for k in range(9) for d in (-1, 0, step) for s in (1, -1)]
     texts = [t for n in near + powers + data.draw(st.lists(bound, max_size=20)) + [0, 1, -1] for t in spellings(n)]
     expected = {t: integer_oracle(t, lo, hi, step) and within(t, caps) for t in texts}
-    if expr is None:
-        assert not any(expected.values())
-        return
-    g.define("root", expr)
-    check = Checker(g.compile("root"))
-    assert not [t for t in texts if check.admits(t) != expected[t]]
+    assert_admits_exactly(g, expr, expected)
 
 
 @settings(max_examples=80, deadline=None)
@@ -270,12 +277,36 @@ def test_capped_number_range_matches_python_within_the_raised_caps(data):
     values += [x.scaleb(k) for x in values[:6] for k in (-5, -2, 2, 5)]
     texts = [t for x in values for t in number_spellings(x, data.draw(st.integers(0, 3)))]
     expected = {t: number_oracle(t, lo, lo_ex, hi, hi_ex, step) and within(t, caps) for t in texts}
-    if expr is None:
-        assert not any(expected.values())
-        return
-    g.define("root", expr)
-    check = Checker(g.compile("root"))
-    assert not [t for t in texts if check.admits(t) != expected[t]]
+    assert_admits_exactly(g, expr, expected)
+
+
+def long_decimals():
+    """Bounds with up to 14 integer and 9 fraction digits, runs of zeros and nines among them."""
+    digits = st.text("0123456789", min_size=1, max_size=14).map(lambda t: t.lstrip("0") or "0")
+    runs = st.sampled_from(["", "0" * 6, "9" * 6, "0" * 20 + "1"])
+    tails = st.text("0123456789", max_size=9)
+    signs = st.sampled_from(["", "-"])
+    return st.builds(lambda sign, whole, tail, run: D(f"{sign}{whole}.{tail}{run}0"), signs, digits, tails, runs)
+
+
+@settings(max_examples=120, deadline=None)
+@given(data=st.data())
+def test_ranges_without_a_step_match_python_on_long_random_bounds(data):
+    """Without ``multipleOf`` a range is a ladder of digits, capped or not: long bounds, both sides exclusive or not."""
+    lo, hi = data.draw(st.none() | long_decimals()), data.draw(st.none() | long_decimals())
+    lo_ex, hi_ex = data.draw(st.booleans()), data.draw(st.booleans())
+    capped = data.draw(st.booleans())
+    integer, fraction = (data.draw(st.integers(1, 5)), data.draw(st.integers(1, 4))) if capped else (None, None)
+    g = ir.Grammar()
+    expr = number_range(g, lo, lo_ex, hi, hi_ex, None, integer, fraction)
+    caps = raised_caps(integer, fraction, (lo, hi), None) if capped else (10**6, None)
+    tiny = [D(10) ** -k for k in (0, 1, 2, 3, 6, 9, 12, 25)]
+    with localcontext(prec=80):  # a bound's neighbours, not rounded to the default 28 digits
+        values = [b + s * t for b in (lo, hi) if b is not None for t in tiny for s in (-1, 0, 1)]
+    values += [*data.draw(st.lists(long_decimals(), max_size=15)), D(0), D("0.5"), D(-1)]
+    texts = [t for x in values for t in number_spellings(x, data.draw(st.integers(0, 3)))]
+    expected = {t: number_oracle(t, lo, lo_ex, hi, hi_ex, None) and within(t, caps) for t in texts}
+    assert_admits_exactly(g, expr, expected)
 
 
 def test_a_capped_range_is_a_rule_of_its_own():

@@ -8,18 +8,19 @@ sound (nothing out of range gets through) and costs nothing, because generation 
 decimals.
 
 How. The sign is split off: a value is ``-``/nothing and a magnitude, and each half is a range of
-magnitudes. A magnitude range is cut by the length of the integer part into at most three
-*pieces*: the lower bound's length, the lengths strictly between, the upper bound's length. In a
-piece of fixed length the integer digits compare with the bound's digits position by position;
-where the integer part equals the bound's, the fraction compares the same way (padded with zeros,
-so ``1.50`` is ``1.5``). A ``multipleOf`` adds the residue automaton of its modulus. Each piece
-is a small explicit DFA, found by exploring its states from a step function, minimized
-(Hopcroft), then written as IR: a chain of states that read one byte class becomes a
-``Repeat`` (``[1-9][0-9]{0,307}``, ``1 0{308}``), acyclic states stay plain expressions, and
-named rules appear only where the DFA shares a large state (the residue product), cycles (an
-unbounded residue loop) or would nest too deep (a long ladder). The IR is linear in the digits
-of the bounds, times the residue states for ``multipleOf``; the ``[0-9]{k}`` tails of a ladder
-are copied per branch, so a 19-digit bound lowers to about 200 automaton states.
+magnitudes. A magnitude range is cut by the length of the integer part into at most three *pieces*:
+the lower bound's length, the lengths strictly between, the upper bound's length. In a piece of
+fixed length the integer digits compare with the bound's digits position by position; where the
+integer part equals the bound's, the fraction compares the same way (padded with zeros, so ``1.50``
+is ``1.5``). Without ``multipleOf`` that comparison is written straight as IR, a ladder of digits
+(``digit_ladders``). A ``multipleOf`` adds the residue automaton of its modulus, whose states a
+ladder has no place for: then each piece is a small explicit DFA, found by exploring its states
+from a step function, minimized (Hopcroft), then written as IR: a chain of states that read one
+byte class becomes a ``Repeat`` (``[1-9][0-9]{0,307}``, ``1 0{308}``), acyclic states stay plain
+expressions, and named rules appear only where the DFA shares a large state (the residue product),
+cycles (an unbounded residue loop) or would nest too deep (a long ladder). The IR is linear in the
+digits of the bounds, times the residue states for ``multipleOf``; the ``[0-9]{k}`` tails of a
+ladder are copied per branch, so a 19-digit bound lowers to about 200 automaton states.
 
 Caps on the digits (``json_lexical.NumberDigits``, so that a number cannot run away) end the
 lengths of an unbounded range's last piece, and the fraction counts its digits up to its cap.
@@ -37,6 +38,8 @@ from functools import lru_cache
 from typing import NamedTuple
 
 from ...ir import EMPTY, Bytes, Expr, Grammar, Ref, Repeat, alt, byte_set, literal, optional, seq
+from .digit_ladders import Ladders
+from .nesting import MAX_HEIGHT, MAX_NESTING, TooDeep, measure
 
 #: Largest ``multipleOf`` modulus compiled exactly. Its minimized residue DFA has at most this many
 #: states (``1000`` needs 4: the last three digits; ``7`` needs 7), and exploring a range times
@@ -60,17 +63,6 @@ MAX_DFA_STATES = 4096
 #: one rule per (digit position, residue state), and an unbounded range one per residue state
 #: (``1000`` has 4, ``7`` has 7, ``99`` and ``997`` too many): ``[0, 10**9]`` by 7 names 45.
 _MAX_RULES = 96
-
-#: An inlined state's expression may nest this deep before it becomes a named rule, so that the
-#: lowering's ``MAX_DEPTH`` (128) is never reached.
-_MAX_HEIGHT = 32
-
-#: Nesting of a range's expression with every rule it names expanded in place, before ``NotExact``.
-#: The lowering measures that expansion recursively (two Python frames a level). Each bound digit
-#: that branches nests two levels (int64 bounds 40, ``DECIMAL(38, s)`` about 80); runs of equal
-#: digits that do not branch (the zeros of ``maximum: 1e308``) fold into one ``Repeat``, but an
-#: exclusive ``1e308`` as a lower bound branches at each of its 308 zeros.
-_MAX_NESTING = 120
 
 #: A state reached from ``k`` others is copied into each while the copies add at most this many IR
 #: nodes (``(k - 1) * size``), and shared through a named rule otherwise: the tails ``[0-9]{j}``
@@ -103,7 +95,7 @@ def integer_range(
     exactly when 0 is. ``None`` when no integer qualifies. ``1 <= multiple_of <= MAX_MODULUS``.
     ``integer_digits`` caps the digits (``json_lexical.NumberDigits``), raised as ``_caps`` says.
     Raises ``NotExact`` naming the keyword to drop when the exact automaton passes a limit: a
-    bound of more than ``MAX_DIGITS`` digits or nesting past ``_MAX_NESTING``, a modulus whose
+    bound of more than ``MAX_DIGITS`` digits or nesting past ``MAX_NESTING``, a modulus whose
     product with the bounds (or the cap) passes ``MAX_DFA_STATES`` or ``_MAX_RULES``. Retry
     without it (or without the cap).
     """
@@ -343,12 +335,18 @@ class _OverBudget(Exception):
 def _magnitude_rules(low: _Bound, high: _Bound | None, fraction: bool, multiple: _Multiple | None, caps: _Caps):
     """``(name, expr)`` pairs, the range's own rule first; ``None`` when no magnitude qualifies."""
     name = _name(low, high, fraction, multiple, caps)
+    ladders = None if multiple else Ladders(name, low, high, fraction, caps.fraction)
     residues = None if multiple is None else _residue_dfa(multiple.modulus)
     budget = MAX_DFA_STATES
     pieces: list[Expr] = []
     rules: list[tuple[str, Expr]] = []
     for i, piece in enumerate(_pieces(low.digits, None if high is None else high.digits, caps.integer)):
         try:
+            if ladders is not None:
+                expr = ladders.piece(piece, i)
+                if expr is not None:
+                    pieces.append(expr)
+                continue
             explored = _explore(_Reader(piece, low, high, fraction, residues, multiple, caps.fraction), budget)
             budget -= len(explored.accept)
             dfa = _minimize(explored)
@@ -358,10 +356,12 @@ def _magnitude_rules(low: _Bound, high: _Bound | None, fraction: bool, multiple:
                 rules.extend(named)
             if len(rules) > _MAX_RULES:
                 raise _OverBudget
-        except _OverBudget:
+        except (_OverBudget, TooDeep):
             keyword = "multipleOf" if multiple else "maximum" if piece.high else "minimum"
-            limits = f"{MAX_DFA_STATES} states, {_MAX_RULES} rules or nesting {_MAX_NESTING}"
+            limits = f"{MAX_DFA_STATES} states, {_MAX_RULES} rules or nesting {MAX_NESTING}"
             raise NotExact(keyword, f"the automaton would pass {limits}") from None
+    if ladders is not None:
+        rules = ladders.rules
     return ((name, alt(*pieces)), *rules) if pieces else None
 
 
@@ -611,16 +611,16 @@ def _emit(dfa: _Dfa, prefix: str) -> tuple[Expr, list[tuple[str, Expr]]]:
         if q in named:  # on a cycle: a recursive rule
             rules.append((f"{prefix}:{q}", _expr(shape)))
             continue
-        size, height, depth = _measure(_expr(shape), measures, depths)
-        if (len(preds[q]) - 1) * size > _COPY_NODES or height > _MAX_HEIGHT:
+        size, height, depth = measure(_expr(shape), measures, depths)
+        if (len(preds[q]) - 1) * size > _COPY_NODES or height > MAX_HEIGHT:
             named.add(q)
             rules.append((f"{prefix}:{q}", _expr(shape)))
             depths[f"{prefix}:{q}"] = depth
         else:
             shapes[q] = shape
     start = _expr(use(0))
-    if _measure(start, measures, depths)[2] > _MAX_NESTING:
-        raise _OverBudget
+    if measure(start, measures, depths)[2] > MAX_NESTING:
+        raise TooDeep
     return start, rules
 
 
@@ -677,22 +677,3 @@ def _expr(shape: _Shape) -> Expr:
     if b is None or lo == hi == 0:
         return rest
     return seq(b if lo == hi == 1 else Repeat(b, lo, hi), rest)
-
-
-def _measure(expr: Expr, memo: dict, depths: dict[str, int]) -> tuple[int, int, int]:
-    """(IR nodes, nesting height, nesting with named rules expanded; ``depths`` holds theirs).
-
-    A ``Ref`` is one node and one level; expanded, it is as deep as its rule (recursive rules are
-    frames, which the lowering does not expand: they are absent from ``depths``).
-    """
-    got = memo.get(expr)
-    if got is None:
-        if isinstance(expr, Ref):
-            got = (1, 1, 1 + depths.get(expr.name, 0))
-        else:
-            children = getattr(expr, "items", None) or ((expr.item,) if isinstance(expr, Repeat) else ())
-            parts = [_measure(c, memo, depths) for c in children]
-            got = (1 + sum(p[0] for p in parts), 1 + max((p[1] for p in parts), default=0),
-                   1 + max((p[2] for p in parts), default=0))  # fmt: skip
-        memo[expr] = got
-    return got
