@@ -335,34 +335,52 @@ class _OverBudget(Exception):
 def _magnitude_rules(low: _Bound, high: _Bound | None, fraction: bool, multiple: _Multiple | None, caps: _Caps):
     """``(name, expr)`` pairs, the range's own rule first; ``None`` when no magnitude qualifies."""
     name = _name(low, high, fraction, multiple, caps)
-    ladders = None if multiple else Ladders(name, low, high, fraction, caps.fraction)
-    residues = None if multiple is None else _residue_dfa(multiple.modulus)
-    budget = MAX_DFA_STATES
+    if multiple is None:
+        builder = Ladders(name, low, high, fraction, caps.fraction)
+    else:
+        builder = _Residues(name, low, high, fraction, multiple, caps.fraction)
     pieces: list[Expr] = []
-    rules: list[tuple[str, Expr]] = []
     for i, piece in enumerate(_pieces(low.digits, None if high is None else high.digits, caps.integer)):
         try:
-            if ladders is not None:
-                expr = ladders.piece(piece, i)
-                if expr is not None:
-                    pieces.append(expr)
-                continue
-            explored = _explore(_Reader(piece, low, high, fraction, residues, multiple, caps.fraction), budget)
-            budget -= len(explored.accept)
-            dfa = _minimize(explored)
-            if dfa is not None:
-                expr, named = _emit(dfa, f"{name}/{i}")
-                pieces.append(expr)
-                rules.extend(named)
-            if len(rules) > _MAX_RULES:
-                raise _OverBudget
+            expr = builder.piece(piece, i)
         except (_OverBudget, TooDeep):
             keyword = "multipleOf" if multiple else "maximum" if piece.high else "minimum"
             limits = f"{MAX_DFA_STATES} states, {_MAX_RULES} rules or nesting {MAX_NESTING}"
             raise NotExact(keyword, f"the automaton would pass {limits}") from None
-    if ladders is not None:
-        rules = ladders.rules
-    return ((name, alt(*pieces)), *rules) if pieces else None
+        if expr is not None:
+            pieces.append(expr)
+    return ((name, alt(*pieces)), *builder.rules) if pieces else None
+
+
+class _Residues:
+    """The pieces of a range with ``multipleOf``: each a DFA explored, minimized and written as IR.
+
+    Raises ``_OverBudget`` past ``MAX_DFA_STATES`` explored over the range, or ``_MAX_RULES``.
+    """
+
+    def __init__(self, name: str, low: _Bound, high: _Bound | None, fraction: bool, multiple: _Multiple,
+                 max_fraction: int | None):
+        self.name = name
+        self.bounds = (low, high)
+        self.fraction = fraction
+        self.multiple = multiple
+        self.max_fraction = max_fraction
+        self.residues = _residue_dfa(multiple.modulus)
+        self.budget = MAX_DFA_STATES
+        self.rules: list[tuple[str, Expr]] = []
+
+    def piece(self, piece: _Piece, index: int) -> Expr | None:
+        reader = _Reader(piece, *self.bounds, self.fraction, self.residues, self.multiple, self.max_fraction)
+        explored = _explore(reader, self.budget)
+        self.budget -= len(explored.accept)
+        dfa = _minimize(explored)
+        if dfa is None:
+            return None
+        expr, named = _emit(dfa, f"{self.name}/{index}")
+        self.rules.extend(named)
+        if len(self.rules) > _MAX_RULES:
+            raise _OverBudget
+        return expr
 
 
 class _Reader:
@@ -386,7 +404,7 @@ class _Reader:
         self.high_exclusive = high is not None and high.exclusive
         self.fraction = fraction
         self.residues = residues
-        self.scale = 0 if multiple is None else multiple.scale
+        self.scale = multiple.scale
         self.max_fraction = max_fraction
         self.padded: dict[tuple[int, int], bool] = {}
 
@@ -422,8 +440,7 @@ class _Reader:
             if d > self.high_digits[pos]:
                 return None
             high_tight = d == self.high_digits[pos]
-        if self.residues is not None:
-            residue = self.residues.trans[residue][d]
+        residue = self.residues.trans[residue][d]
         if pos == 0 and d == 0:
             return ("z", low_tight, high_tight, residue)
         pos = pos + 1 if piece.max_len is not None else min(pos + 1, piece.min_len)
@@ -455,11 +472,10 @@ class _Reader:
             if (d > bound[high]) if high < len(bound) else d:
                 return None
             high = high + 1 if high < len(bound) and d == bound[high] else (high if high == len(bound) else _FREE)
-        if self.residues is not None:
-            if used < self.scale:
-                residue = self.residues.trans[residue][d]
-            elif d:
-                return None  # past the multiple's scale only zeros keep x * 10**scale an integer
+        if used < self.scale:
+            residue = self.residues.trans[residue][d]
+        elif d:
+            return None  # past the multiple's scale only zeros keep x * 10**scale an integer
         # uncapped, the count stops at the scale: the states stay finite
         used = used + 1 if self.max_fraction is not None else min(used + 1, self.scale)
         return ("f", low, high, residue, used)
@@ -469,7 +485,7 @@ class _Reader:
             return False
         if high == len(self.high_fraction) and self.high_exclusive:
             return False
-        return self.residues is None or self.residue_ok(residue, max(self.scale - used, 0))
+        return self.residue_ok(residue, max(self.scale - used, 0))
 
     def residue_ok(self, residue: int, zeros: int) -> bool:
         """Whether the residue state accepts once the fraction is padded to the scale with zeros."""
