@@ -115,6 +115,8 @@ NUMBER_RANGES = {
     "negative-fractional-bounds": ("-3.125", False, "-0.5", False, None),
     "exclusive-upper-zero": (None, False, "0", True, None),
     "bounds-with-equal-integer-parts": ("7.25", True, "7.5", False, None),
+    "whole-numbers-as-numbers": ("-3.5", False, "12", True, "1"),
+    "tenths-above-an-exclusive-bound": ("0.25", True, None, False, "0.1"),
     "upper-fraction-after-zeros": ("0", False, "0.0005", False, None),
     "exclusive-lower-fraction-after-zeros": ("0.001", True, "3", False, None),
     "cents-with-bounds": ("0", False, "10", False, "0.01"),
@@ -291,21 +293,24 @@ def long_decimals():
 
 @settings(max_examples=120, deadline=None)
 @given(data=st.data())
-def test_ranges_without_a_step_match_python_on_long_random_bounds(data):
-    """Without ``multipleOf`` a range is a ladder of digits, capped or not: long bounds, both sides exclusive or not."""
+def test_ranges_stepped_by_a_power_of_ten_or_not_match_python_on_long_random_bounds(data):
+    """Such a range is a ladder of digits, capped or not: long bounds, both sides exclusive or not."""
     lo, hi = data.draw(st.none() | long_decimals()), data.draw(st.none() | long_decimals())
     lo_ex, hi_ex = data.draw(st.booleans()), data.draw(st.booleans())
+    step = data.draw(st.sampled_from([None, None, D("1"), D("0.1"), D("0.01"), D("0.001")]))
     capped = data.draw(st.booleans())
     integer, fraction = (data.draw(st.integers(1, 5)), data.draw(st.integers(1, 4))) if capped else (None, None)
     g = ir.Grammar()
-    expr = number_range(g, lo, lo_ex, hi, hi_ex, None, integer, fraction)
-    caps = raised_caps(integer, fraction, (lo, hi), None) if capped else (10**6, None)
+    expr = number_range(g, lo, lo_ex, hi, hi_ex, step, integer, fraction)
+    caps = raised_caps(integer, fraction, (lo, hi), step) if capped else (10**6, None)
     tiny = [D(10) ** -k for k in (0, 1, 2, 3, 6, 9, 12, 25)]
     with localcontext(prec=80):  # a bound's neighbours, not rounded to the default 28 digits
         values = [b + s * t for b in (lo, hi) if b is not None for t in tiny for s in (-1, 0, 1)]
     values += [*data.draw(st.lists(long_decimals(), max_size=15)), D(0), D("0.5"), D(-1)]
+    if step is not None:
+        values += [step * k for k in data.draw(st.lists(st.integers(-(10**6), 10**6), max_size=10))]
     texts = [t for x in values for t in number_spellings(x, data.draw(st.integers(0, 3)))]
-    expected = {t: number_oracle(t, lo, lo_ex, hi, hi_ex, None) and within(t, caps) for t in texts}
+    expected = {t: number_oracle(t, lo, lo_ex, hi, hi_ex, step) and within(t, caps) for t in texts}
     assert_admits_exactly(g, expr, expected)
 
 

@@ -40,13 +40,15 @@ class Ladders:
 
     ``low`` and ``high`` are ``numeric``'s bounds (canonical integer digits, fraction digits
     without trailing zeros, exclusive). ``max_fraction`` caps the fraction's digits (``None``:
-    any number). ``rules`` collects the named rules of every piece built.
+    any number). ``scale``, for ``multipleOf: 10**-scale``, lets only zeros follow the first
+    ``scale`` fraction digits. ``rules`` collects the named rules of every piece built.
     """
 
-    def __init__(self, name: str, low, high, fraction: bool, max_fraction: int | None) -> None:
+    def __init__(self, name: str, low, high, fraction: bool, max_fraction: int | None, scale: int | None = None):
         self.name = name
         self.fraction = fraction
         self.max_fraction = max_fraction
+        self.scale = scale
         low_fraction = (low.fraction, low.exclusive)
         self.low_fraction = None if low_fraction == _ZEROS_LEFT else low_fraction
         self.high_fraction = None if high is None else (high.fraction, high.exclusive)
@@ -127,7 +129,7 @@ class Ladders:
             if high == _NONZERO_LEFT:  # the integer part equals an exclusive upper bound
                 parts = []
             elif self.fraction:
-                digits = self.fraction_digits(low, high, 1, self.max_fraction, 0)
+                digits = self.fraction_digits(low, high, 1, self.max_fraction, self.scale, 0)
                 if digits is not None:
                     parts.append(seq(_POINT, digits))
             tail = alt(*parts) if parts else None
@@ -138,13 +140,14 @@ class Ladders:
             self.tails[lo, hi] = tail
         return self.tails[lo, hi]
 
-    def fraction_digits(self, low, high, need: int, most: int | None, depth: int) -> Expr | None:
-        """Fraction digits, at least ``need`` and at most ``most``, within the trackers ``low``, ``high``."""
-        key = (low, high, need, most)
+    def fraction_digits(self, low, high, need: int, most: int | None, left: int | None, depth: int):
+        """Fraction digits, at least ``need`` and at most ``most``, within the trackers ``low``, ``high``;
+        after ``left`` more of them only zeros (``None``: any digits)."""
+        key = (low, high, need, most, left)
         if key not in self.fractions:
             run = []  # digits that are the only way on, and whether the fraction may end before each
             while True:
-                body = _closed(low, high, need, most)
+                body = _closed(low, high, need, most, left)
                 if body is not _OPEN:
                     break
                 options = []
@@ -155,25 +158,24 @@ class Ladders:
                 if len(options) == 1 and options[0][0] == options[0][1]:
                     run.append((options[0][0], need == 0 and low is None))
                     low, high = options[0][2]
-                    need, most = 0, None if most is None else most - 1
+                    need, most, left = 0, _less(most), _less(left)
                     continue
-                body = self.fraction_rung(low, high, need, most, options, depth)
+                body = self.fraction_rung(low, high, need, most, left, options, depth)
                 break
             self.fractions[key] = _steps(run, body)
         return self.fractions[key]
 
-    def fraction_rung(self, low, high, need: int, most: int | None, options, depth: int) -> Expr | None:
-        key = ("rung", low, high, need, most)  # forced runs from different states can meet here
+    def fraction_rung(self, low, high, need: int, most: int | None, left: int | None, options, depth: int):
+        key = ("rung", low, high, need, most, left)  # forced runs from different states can meet here
         if key not in self.fractions:
             if depth > MAX_NESTING:
                 raise TooDeep
             parts = [EMPTY] if need == 0 and low is None else []
-            rest_most = None if most is None else most - 1
             for first, last, state in options:
-                rest = self.fraction_digits(*state, 0, rest_most, depth + 1)
+                rest = self.fraction_digits(*state, 0, _less(most), _less(left), depth + 1)
                 if rest is not None:
                     parts.append(seq(byte_range(0x30 + first, 0x30 + last), rest))
-            name = f"{self.name}/f:{_tracker(low)},{_tracker(high)},{need},{most}"
+            name = f"{self.name}/f:{_tracker(low)},{_tracker(high)},{need},{most},{left}"
             self.fractions[key] = self.cut(alt(*parts), name) if parts else None
         return self.fractions[key]
 
@@ -216,19 +218,27 @@ def _fraction_step(low, high, d: int):
     return low, high
 
 
-def _closed(low, high, need: int, most: int | None):
+def _closed(low, high, need: int, most: int | None, left: int | None):
     """The states that repeat themselves, as expressions; ``_OPEN`` for a rung."""
     if most == 0:
         return EMPTY if need == 0 and low is None else None
+    if left == 0 or (low is None and high == _ZEROS_LEFT):  # zeros only: worth nothing
+        return Repeat(_DIGITS[0], need, most) if low is None else None
     if low is None and high is None:
-        return Repeat(_ANY_DIGIT, need, most)
-    if low is None and high == _ZEROS_LEFT:
-        return Repeat(_DIGITS[0], need, most)
+        if left is None or (most is not None and most <= left):
+            return Repeat(_ANY_DIGIT, need, most)
+        zeros = Repeat(_DIGITS[0], 1, _less(most, left))
+        return alt(Repeat(_ANY_DIGIT, need, left), seq(_repeat(_ANY_DIGIT, left), zeros))
     if low == _NONZERO_LEFT and high == _ZEROS_LEFT:
         return None
-    if low == _NONZERO_LEFT and high is None and most is None:
+    if low == _NONZERO_LEFT and high is None and most is None and left is None:
         return seq(Repeat(_DIGITS[0], 0, None), _NONZERO, Repeat(_ANY_DIGIT, 0, None))
     return _OPEN
+
+
+def _less(count: int | None, by: int = 1) -> int | None:
+    """A count of digits still allowed, after ``by`` more (``None``: no limit)."""
+    return None if count is None else count - by
 
 
 def _tracker(t) -> str:

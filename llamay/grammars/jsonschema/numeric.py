@@ -335,8 +335,8 @@ class _OverBudget(Exception):
 def _magnitude_rules(low: _Bound, high: _Bound | None, fraction: bool, multiple: _Multiple | None, caps: _Caps):
     """``(name, expr)`` pairs, the range's own rule first; ``None`` when no magnitude qualifies."""
     name = _name(low, high, fraction, multiple, caps)
-    if multiple is None:
-        builder = Ladders(name, low, high, fraction, caps.fraction)
+    if multiple is None or multiple.modulus == 1:  # no step, or 10**-scale: a ladder
+        builder = Ladders(name, low, high, fraction, caps.fraction, None if multiple is None else multiple.scale)
     else:
         builder = _Residues(name, low, high, fraction, multiple, caps.fraction)
     pieces: list[Expr] = []
