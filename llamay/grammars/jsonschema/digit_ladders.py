@@ -1,4 +1,4 @@
-"""A magnitude range without ``multipleOf``, written straight as IR: a ladder of digits.
+"""A magnitude range without ``multipleOf`` (or stepped by ``10**-k``), written straight as IR.
 
 ``numeric`` cuts a range of magnitudes into pieces by the length of the integer part. In a piece
 of fixed length the integer digits are compared with a bound's digits one position at a time:
@@ -8,8 +8,9 @@ fraction is compared with the bound's fraction the same way, padded with zeros (
 Written out, every tight position is a rung: the digits that settle the comparison, each followed
 by its free tail, and the digit that keeps it tight, followed by the next rung. That is the shape
 of the range's minimal DFA, so nothing is explored or minimized: a new range costs a few dozen
-microseconds, where exploring its DFA cost a fraction of a millisecond (a ``multipleOf`` still
-goes that way in ``numeric``: its residues are states that a ladder has no place for).
+microseconds, where exploring its DFA cost a fraction of a millisecond (a ``multipleOf`` other
+than ``10**-k`` still goes that way in ``numeric``: its residues are states that a ladder has no
+place for; ``10**-k`` only lets zeros follow the first ``k`` fraction digits).
 
 Runs of forced digits (the zeros of ``maximum: 1e308``) are one ``Repeat``; a rung that nests past
 ``nesting.MAX_HEIGHT`` becomes a named rule, and a ladder past ``nesting.MAX_NESTING`` raises

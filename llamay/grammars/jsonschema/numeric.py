@@ -12,9 +12,10 @@ magnitudes. A magnitude range is cut by the length of the integer part into at m
 the lower bound's length, the lengths strictly between, the upper bound's length. In a piece of
 fixed length the integer digits compare with the bound's digits position by position; where the
 integer part equals the bound's, the fraction compares the same way (padded with zeros, so ``1.50``
-is ``1.5``). Without ``multipleOf`` that comparison is written straight as IR, a ladder of digits
-(``digit_ladders``). A ``multipleOf`` adds the residue automaton of its modulus, whose states a
-ladder has no place for: then each piece is a small explicit DFA, found by exploring its states
+is ``1.5``). Without ``multipleOf``, or with ``10**-k`` (``1``, ``0.01``: only zeros after ``k``
+fraction digits), that comparison is written straight as IR, a ladder of digits
+(``digit_ladders``). Another ``multipleOf`` adds the residue automaton of its modulus, whose states
+a ladder has no place for: then each piece is a small explicit DFA, found by exploring its states
 from a step function, minimized (Hopcroft), then written as IR: a chain of states that read one
 byte class becomes a ``Repeat`` (``[1-9][0-9]{0,307}``, ``1 0{308}``), acyclic states stay plain
 expressions, and named rules appear only where the DFA shares a large state (the residue product),
@@ -353,7 +354,8 @@ def _magnitude_rules(low: _Bound, high: _Bound | None, fraction: bool, multiple:
 
 
 class _Residues:
-    """The pieces of a range with ``multipleOf``: each a DFA explored, minimized and written as IR.
+    """The pieces of a range stepped by a ``multipleOf`` other than ``10**-k``: each a DFA explored,
+    minimized and written as IR.
 
     Raises ``_OverBudget`` past ``MAX_DFA_STATES`` explored over the range, or ``_MAX_RULES``.
     """
