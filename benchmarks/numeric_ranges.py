@@ -5,8 +5,9 @@ objects, uncapped numbers) and with the defaults (numbers capped), and each dist
 compiles meet (the arguments of ``numeric._magnitude_rules``) is then built on its own, its memo
 cleared before each of ``--runs`` builds, the median kept: what a process pays the first time a
 schema holds that range. Printed apart: the ranges with a ``multipleOf`` (a DFA explored,
-minimized and written out) and those without (a ladder of digits), then the slowest. The
-residue automaton of a modulus stays built between ranges, as it does in a process.
+minimized and written out, unless the step is ``10**-k``) and those without (a ladder of
+digits), then the slowest. The residue automaton of a modulus stays built between ranges, as it
+does in a process.
 
     python3 -m benchmarks.numeric_ranges [--runs 3] [--top 8]
 """
