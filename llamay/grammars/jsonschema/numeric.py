@@ -54,13 +54,14 @@ MAX_MODULUS = 1000
 MAX_DIGITS = 400
 
 #: States of the explored DFAs of one range (before minimization) before ``NotExact``: the bound on
-#: compile time. Bounds within the digit limits stay far below it; a ``multipleOf`` multiplies the
-#: states by its residue states, so a large modulus over many-digit bounds can pass it.
+#: compile time. Only a range stepped by a residue automaton is explored (a ladder is not); its
+#: states are the bounds' digit positions times the residue states, so a large modulus over
+#: many-digit bounds can pass it.
 MAX_DFA_STATES = 4096
 
 #: Named rules of one range before ``NotExact``. The lowering builds recursive rules depth first
 #: (a few hundred overflow Python's stack) and copies shared rules into each frame that uses them,
-#: at a millisecond or two per rule. Plain ranges name a handful; a residue product names about
+#: at a millisecond or two per rule. A ladder names a handful; a residue product names about
 #: one rule per (digit position, residue state), and an unbounded range one per residue state
 #: (``1000`` has 4, ``7`` has 7, ``99`` and ``997`` too many): ``[0, 10**9]`` by 7 names 45.
 _MAX_RULES = 96
@@ -367,12 +368,11 @@ class _Residues:
         self.fraction = fraction
         self.multiple = multiple
         self.max_fraction = max_fraction
-        self.residues = _residue_dfa(multiple.modulus)
         self.budget = MAX_DFA_STATES
         self.rules: list[tuple[str, Expr]] = []
 
     def piece(self, piece: _Piece, index: int) -> Expr | None:
-        reader = _Reader(piece, *self.bounds, self.fraction, self.residues, self.multiple, self.max_fraction)
+        reader = _Reader(piece, *self.bounds, self.fraction, self.multiple, self.max_fraction)
         explored = _explore(reader, self.budget)
         self.budget -= len(explored.accept)
         dfa = _minimize(explored)
@@ -395,7 +395,7 @@ class _Reader:
     fraction digits are counted up to the multiple's scale, or to the cap ``max_fraction``.
     """
 
-    def __init__(self, piece: _Piece, low: _Bound, high: _Bound | None, fraction: bool, residues, multiple,
+    def __init__(self, piece: _Piece, low: _Bound, high: _Bound | None, fraction: bool, multiple: _Multiple,
                  max_fraction: int | None):
         self.piece = piece
         self.low_digits = None if piece.low is None else [int(c) for c in piece.low]
@@ -405,7 +405,7 @@ class _Reader:
         self.high_fraction = [] if high is None else [int(c) for c in high.fraction]
         self.high_exclusive = high is not None and high.exclusive
         self.fraction = fraction
-        self.residues = residues
+        self.residues = _residue_dfa(multiple.modulus)
         self.scale = multiple.scale
         self.max_fraction = max_fraction
         self.padded: dict[tuple[int, int], bool] = {}
